@@ -1,0 +1,90 @@
+"""Collect the measured schedule dataset, or summarize it.
+
+Examples:
+    python collect.py run                      # resumable; Ctrl-C any time, rerun to go on
+    python collect.py run train_samples=16 limit=2 out=/tmp/ds work_dir=/tmp/ds-work
+    python collect.py summary --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_YAML = os.path.join(ROOT, "configs", "collect.yaml")
+
+
+def load_config(overrides: list[str], yaml_path: str = DEFAULT_YAML) -> dict:
+    """Merge ``configs/collect.yaml`` with dotlist overrides into a plain dict.
+
+    Raises:
+        ConfigError: Unknown key or bad value.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from metatune.errors import ConfigError
+
+    base = OmegaConf.load(yaml_path)
+    OmegaConf.set_struct(base, True)
+    try:
+        cfg = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(overrides)))
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"bad collect config: {str(err).splitlines()[0]}") from err
+    for key in ("train_samples", "heldout_samples", "per_kind", "trials_per_round"):
+        if int(cfg[key]) <= 0:
+            raise ConfigError(f"{key}={cfg[key]}: must be positive")
+    for key in ("out", "work_dir"):
+        if not os.path.isabs(cfg[key]):
+            cfg[key] = os.path.join(ROOT, cfg[key])
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: returns the exit code."""
+    from metatune.errors import MetaTuneError
+
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="measure (resumable)")
+    run.add_argument("overrides", nargs="*")
+    summ = sub.add_parser("summary", help="workloads and valid samples per split and kind")
+    summ.add_argument("--json", action="store_true")
+    summ.add_argument("overrides", nargs="*")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = load_config(args.overrides)
+        if args.command == "run":
+            import logging
+
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+            from tuner.collect import run_collect
+
+            summary = run_collect(cfg)
+        else:
+            from tuner.collect import summarize
+
+            summary = summarize(cfg["out"], cfg["work_dir"])
+    except MetaTuneError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: measurements so far are kept; rerun to continue", file=sys.stderr)
+        return 130
+    if args.command == "summary" and not args.json:
+        for split, s in summary.items():
+            print(f"{split}: {s['workloads']} workloads, {s['valid_samples']} valid samples "
+                  f"({s['failed_samples']} failed), min {s['min_valid_per_workload']} per workload")
+            for kind, k in sorted(s["per_kind"].items()):
+                print(f"  {kind:<18} {k['workloads']:>3} workloads  {k['valid_samples']:>6} valid")
+    else:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

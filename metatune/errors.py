@@ -1,0 +1,42 @@
+"""Exceptions raised by MetaTune, each with a message that says what to do."""
+
+from __future__ import annotations
+
+
+class MetaTuneError(Exception):
+    """Base class of every error MetaTune raises on purpose.
+
+    Entry points catch it and print its message on one line, without a traceback.
+    """
+
+
+class ConfigError(MetaTuneError, ValueError):
+    """A configuration key or value is invalid (unknown key, budget <= 0, ...)."""
+
+
+class UnknownNetworkError(ConfigError):
+    """The requested network is not one of the built-in ones."""
+
+
+class ModelImportError(MetaTuneError):
+    """A user model (ONNX file, ``module:callable``) could not be loaded or imported."""
+
+
+class TargetUnavailableError(MetaTuneError):
+    """The requested target is not supported by the installed TVM or this machine."""
+
+
+class WorkDirError(MetaTuneError):
+    """The work directory cannot be created or written."""
+
+
+class DatabaseCorruptError(MetaTuneError):
+    """A tuning database file in the work directory cannot be parsed."""
+
+
+class TuningStalledError(MetaTuneError):
+    """Several rounds in a row measured nothing valid: tuning cannot make progress."""
+
+
+class CheckFailedError(MetaTuneError):
+    """The compiled network's output disagrees with the reference implementation."""

@@ -1,0 +1,106 @@
+"""Read MetaSchedule JSON databases (plain or gzipped) without TVM, tolerating bad lines.
+
+A database is two JSON-lines files: ``database_workload.json`` (``[shash, base64 IRModule]``
+per line; the line number is the workload index) and ``database_tuning_record.json``
+(``[workload_index, [trace, run_secs, target, args_info]]`` per line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+#: Run times at or above this are MetaSchedule's marker of a failed measurement.
+FAILED_SECONDS = 1e9
+
+
+@dataclass
+class Record:
+    """One measured candidate.
+
+    Attributes:
+        workload: Index of its workload in the workload file.
+        trace: The trace JSON (the schedule's instructions and sampling decisions).
+        run_secs: Measured run times in seconds, or ``None`` if the measurement failed.
+        line: 1-based line number in the record file.
+    """
+
+    workload: int
+    trace: list
+    run_secs: list[float] | None
+    line: int
+
+    @property
+    def valid(self) -> bool:
+        """Whether the measurement succeeded."""
+        return bool(self.run_secs) and all(0 < s < FAILED_SECONDS for s in self.run_secs)
+
+    @property
+    def mean_seconds(self) -> float | None:
+        """Mean run time, or ``None`` when invalid."""
+        return sum(self.run_secs) / len(self.run_secs) if self.valid else None
+
+
+@dataclass
+class ReadStats:
+    """Counts of a read: lines read, records kept, and corrupt lines skipped."""
+
+    lines: int = 0
+    records: int = 0
+    corrupt: int = 0
+    corrupt_lines: list[int] = field(default_factory=list)
+
+
+def _open(path: str):
+    """Open ``path`` or ``path + '.gz'``, whichever exists (plain first)."""
+    if os.path.exists(path):
+        return open(path, encoding="utf-8", errors="replace")
+    if os.path.exists(path + ".gz"):
+        return gzip.open(path + ".gz", "rt", encoding="utf-8", errors="replace")
+    raise FileNotFoundError(f"{path} (or {path}.gz) does not exist")
+
+
+def read_workload_hashes(db_dir: str) -> list[str]:
+    """Structural hashes of the workloads, in index order (corrupt lines become ``""``)."""
+    hashes = []
+    with _open(os.path.join(db_dir, WORKLOAD_FILE)) as f:
+        for line in f:
+            try:
+                hashes.append(str(json.loads(line)[0]))
+            except (json.JSONDecodeError, IndexError, TypeError):
+                hashes.append("")
+    return hashes
+
+
+def iter_records(db_dir: str, stats: ReadStats | None = None) -> Iterator[Record]:
+    """Yield the records of a database directory, skipping corrupt lines with a warning.
+
+    Args:
+        db_dir: Directory holding ``database_tuning_record.json`` (or ``.json.gz``).
+        stats: Filled with counts when given.
+    """
+    stats = stats if stats is not None else ReadStats()
+    with _open(os.path.join(db_dir, RECORD_FILE)) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            stats.lines += 1
+            try:
+                index, (trace, run_secs, *_rest) = json.loads(line)
+                record = Record(int(index), trace,
+                                None if run_secs is None else [float(s) for s in run_secs], number)
+            except (json.JSONDecodeError, ValueError, TypeError):
+                stats.corrupt += 1
+                stats.corrupt_lines.append(number)
+                logger.warning("%s line %d: corrupt record skipped", db_dir, number)
+                continue
+            stats.records += 1
+            yield record

@@ -1,0 +1,21 @@
+"""Tiny PyTorch models for fast end-to-end tests (loaded with ``--model tests.models:NAME``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def tiny_convnet() -> nn.Module:
+    """Conv(8->16, 3x3) + BN + ReLU on a 8x16x16 input: one small conv task after folding."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+    with torch.no_grad():  # non-trivial batch-norm statistics, so folding is checked
+        model[1].running_mean.uniform_(-0.5, 0.5)
+        model[1].running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def not_a_module() -> int:
+    """A factory that returns the wrong type (for error tests)."""
+    return 42

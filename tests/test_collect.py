@@ -1,0 +1,51 @@
+"""The collector measures for real, resumes without duplicates, and summarizes; bad lines are skipped."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import collect
+from metatune.records import RECORD_FILE, ReadStats, iter_records
+
+
+def test_corrupt_record_is_skipped_and_counted(tmp_path, caplog):
+    good = json.dumps([0, [[["a"], []], [0.001, 0.002], {}, []]])
+    failed = json.dumps([0, [[["b"], []], None, {}, []]])
+    (tmp_path / RECORD_FILE).write_text("\n".join([good, "[0, [[", failed, "{}"]) + "\n")
+    stats = ReadStats()
+    records = list(iter_records(str(tmp_path), stats))
+    assert [r.valid for r in records] == [True, False]
+    assert records[0].mean_seconds == 0.0015
+    assert stats.corrupt == 2 and stats.corrupt_lines == [2, 4] and stats.records == 2
+    assert "corrupt record skipped" in caplog.text
+
+
+def _traces(path: str) -> list[str]:
+    with gzip.open(path, "rt") as f:
+        return [json.dumps(json.loads(line)[1][0]) for line in f if line.strip()]
+
+
+def test_collect_resumes_without_duplicates(tmp_path, capsys):
+    base = [f"out={tmp_path / 'data'}", f"work_dir={tmp_path / 'work'}", "splits=[train]",
+            "per_kind=1", "limit=1", "trials_per_round=4", "progress=false",
+            "runner.min_repeat_ms=10"]
+    assert collect.main(["run", *base, "train_samples=4"]) == 0
+    packed = tmp_path / "data" / "train" / (RECORD_FILE + ".gz")
+    first = _traces(str(packed))
+    assert len(first) == 4
+    meta = json.loads((tmp_path / "data" / "train" / "meta.json").read_text())
+    assert meta["workloads"][0]["kind"] == "conv1d" and meta["machine"]["cpu"]
+    # the working copy is gone (as on a fresh clone): the rerun unpacks and continues
+    os.remove(tmp_path / "work" / "train" / RECORD_FILE)
+    assert collect.main(["run", *base, "train_samples=6"]) == 0
+    second = _traces(str(packed))
+    assert second[:4] == first and len(second) == 6
+    assert len(set(second)) == len(second), "a schedule was measured twice"
+    capsys.readouterr()
+    assert collect.main(["summary", "--json", *base]) == 0
+    summary = json.loads(capsys.readouterr().out)["train"]
+    assert summary["workloads"] == 1
+    assert summary["valid_samples"] + summary["failed_samples"] == 6
+    assert summary["per_kind"]["conv1d"]["workloads"] == 1

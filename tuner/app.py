@@ -1,0 +1,136 @@
+"""``run_tune(cfg)``: tune a network, compile it, check it and report its latency."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from tuner.config import REPO_ROOT, validate
+
+logger = logging.getLogger("metatune")
+
+
+def setup_logging(level: str) -> None:
+    """Log MetaTune messages to stderr at ``level``."""
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+
+
+def default_work_dir(cfg: dict[str, Any], network_name: str) -> str:
+    """``work/<network>`` under the repository (or the configured ``work_dir``)."""
+    if cfg["work_dir"]:
+        return os.path.abspath(cfg["work_dir"])
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in network_name)
+    return os.path.join(REPO_ROOT, "work", safe)
+
+
+def _network_label(cfg: dict[str, Any]) -> str:
+    if cfg["onnx"]:
+        return os.path.splitext(os.path.basename(cfg["onnx"]))[0]
+    return cfg["model"] or cfg["network"] or "network"
+
+
+def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Tune every task of a network with MetaSchedule, then compile and measure it.
+
+    Args:
+        cfg: A configuration from :func:`tuner.config.load_tune_config` (plain dict).
+
+    Returns:
+        The report (also written to ``<work_dir>/report.json``).
+
+    Raises:
+        metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
+    """
+    from tuner.database import ensure_work_dir, open_database
+    from tuner.networks import load_network
+    from tuner.report import format_report, machine_info, plot_curves, write_report
+    from tuner.targets import resolve_target
+    from tuner.tasks import extract_tasks, format_task_table
+    from tuner.tuning import tune
+
+    validate(cfg)
+    setup_logging(cfg["log_level"])
+    target_info = resolve_target(cfg["target"], cfg["num_cores"])
+    work_dir = default_work_dir(cfg, _network_label(cfg))
+    ensure_work_dir(work_dir)
+    database = open_database(work_dir, repair=cfg["repair_db"])
+    logger.info("target %s, work dir %s", target_info.description, work_dir)
+
+    network = load_network(
+        cfg["network"], onnx_path=cfg["onnx"], model_spec=cfg["model"],
+        input_shape=tuple(cfg["input_shape"]) if cfg["input_shape"] else None,
+        batch=cfg["batch"], fold_bn=cfg["fold_bn"])
+    for note in network.notes:
+        logger.info("%s: %s", network.name, note)
+    tasks = extract_tasks(network.relax_mod, target_info.target)
+    print(format_task_table(tasks), flush=True)
+
+    writer = None
+    if cfg["tensorboard"]:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=os.path.join(work_dir, "tensorboard"))
+    try:
+        outcome = tune(tasks, target_info, database, cfg, work_dir, writer=writer)
+    finally:
+        if writer is not None:
+            writer.close()
+
+    report: dict[str, Any] = {
+        "network": network.name,
+        "input_shape": list(network.input_shape),
+        "target": target_info.description,
+        "cost_model": cfg["cost_model"],
+        "search": cfg["search"],
+        "trials": cfg["trials"],
+        "trials_run": outcome.trials_run,
+        "trials_total": outcome.trials_before + outcome.trials_run,
+        "failures": outcome.failures,
+        "common_errors": [{"error": e, "count": c} for e, c in outcome.errors],
+        "tuning_seconds": round(outcome.tuning_seconds, 2),
+        "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
+                              if outcome.trials_run else None),
+        "tasks": [
+            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b}
+            for t, b in zip(tasks, outcome.best_ms)
+        ],
+        "notes": network.notes,
+        "latency_ms": {"tuned": None, "untuned": None, "torch": None},
+        "check_error": None,
+        "machine": machine_info(),
+        "config": cfg,
+        "work_dir": work_dir,
+    }
+    if cfg["evaluate"]["enabled"]:
+        evaluate_into(report, network, target_info, database, cfg["evaluate"])
+    write_report(work_dir, report)
+    png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
+    print(format_report(report), flush=True)
+    logger.info("report: %s%s", os.path.join(work_dir, "report.json"),
+                f", curves: {png}" if png else "")
+    return report
+
+
+def evaluate_into(report: dict[str, Any], network, target_info, database,
+                  ecfg: dict[str, Any]) -> None:
+    """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
+    from tuner.evaluate import check_output, compile_tuned, compile_untuned, time_torch
+
+    x = network.example_input()
+    start = time.perf_counter()
+    tuned = compile_tuned(network.relax_mod, target_info.target, database,
+                          target_info.device_type)
+    logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
+    if ecfg["check"]:
+        report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg["rtol"])
+    report["latency_ms"]["tuned"] = tuned.time(x, ecfg["repeat"], ecfg["min_repeat_ms"]).median_ms
+    if ecfg["untuned"]:
+        untuned = compile_untuned(network.relax_mod, target_info.target, target_info.device_type)
+        report["latency_ms"]["untuned"] = untuned.time(x, ecfg["untuned_repeat"], 0).median_ms
+    if ecfg["torch"] and network.torch_module is not None and target_info.device_type == "cpu":
+        report["latency_ms"]["torch"] = time_torch(
+            network.torch_module, x, ecfg["repeat"], target_info.num_cores).median_ms

@@ -1,0 +1,301 @@
+"""Collect the measured dataset: random schedules of many workloads, measured for real.
+
+For each workload, random traces are drawn from MetaSchedule's design space
+(``ReplayTrace``), built and run with the persistent builder and LocalRunner, and stored in
+a MetaSchedule JSON database per split (``train``: generated workloads; ``heldout``: the
+conv tasks of the four networks, never used for training). The working copy lives in
+``work_dir``; after every workload it is packed as ``.json.gz`` into ``out`` with a
+``meta.json`` saying what, where and when. Killing the collector at any moment loses at
+most the round in flight; rerunning it unpacks, repairs a torn last line, and continues
+with a fresh random stream, so nothing is measured twice on purpose.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from metatune.records import RECORD_FILE, WORKLOAD_FILE
+from metatune.workloads import Workload, training_workloads
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "heldout")
+NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
+ERROR_FILE = "errors.jsonl"
+
+
+@dataclass
+class Entry:
+    """A workload to measure.
+
+    Attributes:
+        name: Stable name (``conv2d_c64_h56_o64_k3_s1``, ``resnet-18/fused_conv2d1_add1_relu1``).
+        split: ``train`` or ``heldout``.
+        kind: Workload kind (``conv2d``, ..., ``dense``; held-out: ``network-conv``).
+        mod: The ``IRModule`` MetaSchedule tunes.
+        samples: Measurements wanted.
+        info: Extra description for ``meta.json`` (parameters, FLOPs, networks).
+    """
+
+    name: str
+    split: str
+    kind: str
+    mod: Any
+    samples: int
+    info: dict
+
+
+def train_entries(per_kind: int, seed: int, samples: int) -> list[Entry]:
+    """The training workloads as entries."""
+    import tvm
+
+    out = []
+    for wl in training_workloads(per_kind, seed):
+        mod = tvm.IRModule({"main": wl.prim_func()})
+        out.append(Entry(wl.name, "train", wl.kind, mod, samples,
+                         {**wl.to_dict(), "flops": wl.flops()}))
+    return out
+
+
+def heldout_entries(networks: tuple[str, ...], target, samples: int) -> list[Entry]:
+    """Every distinct convolution task of the networks, as entries."""
+    from tvm_ffi import structural_hash
+
+    from tuner.networks import load_network
+    from tuner.tasks import extract_tasks
+
+    seen: dict[int, Entry] = {}
+    for net in networks:
+        for task in extract_tasks(load_network(net).relax_mod, target):
+            if not task.is_conv:
+                continue
+            mod = task.extracted.dispatched[0]
+            key = structural_hash(mod)
+            if key in seen:
+                seen[key].info["networks"].append(net)
+                continue
+            seen[key] = Entry(f"{net}/{task.name}", "heldout", "network-conv", mod, samples,
+                              {"flops": task.flops, "networks": [net]})
+    return list(seen.values())
+
+
+def unpack(out_dir: str, work_dir: str) -> None:
+    """Restore the working copy from the packed ``.json.gz`` files when it is missing."""
+    for name in (WORKLOAD_FILE, RECORD_FILE, ERROR_FILE):
+        packed, plain = os.path.join(out_dir, name + ".gz"), os.path.join(work_dir, name)
+        if not os.path.exists(plain) and os.path.exists(packed):
+            with gzip.open(packed, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+
+
+def pack(work_dir: str, out_dir: str) -> None:
+    """Compress the working copy into ``out_dir`` (atomically, file by file)."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name in (WORKLOAD_FILE, RECORD_FILE, ERROR_FILE):
+        plain = os.path.join(work_dir, name)
+        if not os.path.exists(plain):
+            continue
+        tmp = os.path.join(out_dir, name + ".gz.tmp")
+        with open(plain, "rb") as src, gzip.GzipFile(tmp, "wb", mtime=0) as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(tmp, os.path.join(out_dir, name + ".gz"))
+
+
+def _stream_seed(seed: int, name: str, done: int) -> int:
+    """A random state unique to (seed, workload, samples already measured)."""
+    digest = hashlib.sha256(f"{seed}/{name}/{done}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Measure every planned workload up to its sample count (resumable).
+
+    Args:
+        cfg: Keys ``out``, ``work_dir``, ``target``, ``splits``, ``per_kind``, ``seed``,
+            ``train_samples``, ``heldout_samples``, ``networks``, ``trials_per_round``,
+            ``limit`` (max workloads per split, ``None`` for all), ``runner``
+            (``number``, ``repeat``, ``min_repeat_ms``, ``timeout_sec``),
+            ``builder_timeout_sec``, ``progress``.
+
+    Returns:
+        The dataset summary (see :func:`summarize`).
+    """
+    from tqdm.auto import tqdm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_hash
+
+    from tuner.builder import PersistentBuilder
+    from tuner.database import check_database_files, ensure_work_dir, measured_per_task
+    from tuner.intrinsics import load_tensor_intrinsics
+    from tuner.report import machine_info
+    from tuner.targets import resolve_target
+    from tuner.tuning import make_runner, task_loggers
+
+    info = resolve_target(cfg["target"])
+    load_tensor_intrinsics((info.kind,))
+    plans: dict[str, list[Entry]] = {}
+    if "train" in cfg["splits"]:
+        plans["train"] = train_entries(cfg["per_kind"], cfg["seed"], cfg["train_samples"])
+    if "heldout" in cfg["splits"]:
+        plans["heldout"] = heldout_entries(tuple(cfg["networks"]), info.target,
+                                           cfg["heldout_samples"])
+    if cfg.get("limit"):
+        plans = {k: v[: cfg["limit"]] for k, v in plans.items()}
+
+    builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=cfg["builder_timeout_sec"],
+                                target_kinds=(info.kind,))
+    builder.warm_up()
+    runner = make_runner({**cfg["runner"], "enable_cpu_cache_flush": False}, (info.kind,))
+    try:
+        for split, entries in plans.items():
+            work = os.path.join(cfg["work_dir"], split)
+            out = os.path.join(cfg["out"], split)
+            ensure_work_dir(work)
+            unpack(out, work)
+            check_database_files(work, repair=True)  # a kill can tear the last line
+            database = ms.database.JSONDatabase(work_dir=work)
+            done = measured_per_task(database, [e.mod for e in entries])
+            bar = tqdm(total=sum(e.samples for e in entries),
+                       initial=sum(min(d, e.samples) for d, e in zip(done, entries)),
+                       desc=f"collect {split}", unit="sample", disable=not cfg["progress"],
+                       dynamic_ncols=True)
+            write_meta(cfg, split, entries, info, machine_info(), structural_hash)
+            for entry, have in zip(entries, done):
+                remaining = entry.samples - have
+                if remaining <= 0:
+                    continue
+                bar.set_postfix_str(entry.name)
+                _measure(entry, remaining, have, info, database, builder, runner, work, cfg,
+                         bar, task_loggers(work, [entry.name])[0])
+                pack(work, out)
+            bar.close()
+            pack(work, out)
+    finally:
+        builder.shutdown()
+    return summarize(cfg["out"])
+
+
+def _measure(entry: Entry, remaining: int, have: int, info, database, builder, runner,
+             work: str, cfg: dict, bar, task_logger) -> None:
+    """Measure ``remaining`` random candidates of one workload into ``database``."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    from tuner.monitor import _first_line
+    from tuner.norepeat import NoRepeatSearch
+
+    @derived_object
+    class _Log(PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:
+            with open(os.path.join(work, ERROR_FILE), "a", encoding="utf-8") as f:
+                for b, r in zip(builds, runs):
+                    if b.error_msg or r.error_msg:
+                        stage = "build" if b.error_msg else "run"
+                        f.write(json.dumps({"workload": entry.name, "stage": stage,
+                                            "error": _first_line(b.error_msg or r.error_msg)})
+                                + "\n")
+            bar.update(len(runs))
+
+    ctx = ms.TuneContext(
+        mod=entry.mod, target=info.target, space_generator="post-order-apply",
+        search_strategy=NoRepeatSearch(ms.search_strategy.ReplayTrace()), task_name=entry.name,
+        logger=task_logger, rand_state=_stream_seed(cfg["seed"], entry.name, have),
+        num_threads=info.num_cores)
+    ms.tune_tasks(
+        tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
+        num_trials_per_iter=min(remaining, cfg["trials_per_round"]), builder=builder,
+        runner=runner, database=database, cost_model="random",
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), _Log()])
+
+
+def write_meta(cfg: dict, split: str, entries: list[Entry], info, machine: dict,
+               structural_hash) -> None:
+    """Write ``<out>/<split>/meta.json``: what each workload is, where and how measured."""
+    out = os.path.join(cfg["out"], split)
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "meta.json")
+    created = machine["date"]
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            created = json.load(f).get("created", created)
+    meta = {
+        "split": split,
+        "target": str(info.target),
+        "target_description": info.description,
+        "machine": machine,
+        "created": created,
+        "updated": machine["date"],
+        "command": "python " + " ".join(sys.argv),
+        "sampling": "random traces of MetaSchedule's post-order-apply design space "
+                    "(ReplayTrace), LocalRunner "
+                    f"number={cfg['runner']['number']} repeat={cfg['runner']['repeat']} "
+                    f"min_repeat_ms={cfg['runner']['min_repeat_ms']}",
+        "workloads": [{"name": e.name, "kind": e.kind, "samples": e.samples,
+                       "shash": str(structural_hash(e.mod)), **e.info} for e in entries],
+    }
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
+    """Workloads and valid samples per split and per kind (reads without TVM).
+
+    Args:
+        out_dir: The packed dataset directory (``<out>/<split>/...``).
+        work_dir: Read the (fresher) working copy instead where it exists.
+    """
+    from metatune.records import ReadStats, iter_records, read_workload_hashes
+
+    summary: dict[str, Any] = {}
+    for split in SPLITS:
+        meta_path = os.path.join(out_dir, split, "meta.json")
+        if not os.path.exists(meta_path):
+            continue
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+        src = os.path.join(out_dir, split)
+        if work_dir and os.path.exists(os.path.join(work_dir, split, RECORD_FILE)):
+            src = os.path.join(work_dir, split)
+        by_hash = {w["shash"]: w for w in meta["workloads"]}
+        valid: dict[str, int] = {w["name"]: 0 for w in meta["workloads"]}
+        failed: dict[str, int] = dict(valid)
+        stats = ReadStats()
+        try:
+            hashes = read_workload_hashes(src)
+            for rec in iter_records(src, stats):
+                wl = by_hash.get(hashes[rec.workload] if rec.workload < len(hashes) else "")
+                if wl is None:
+                    continue
+                (valid if rec.valid else failed)[wl["name"]] += 1
+        except FileNotFoundError:
+            pass
+        kinds: dict[str, dict[str, int]] = {}
+        for w in meta["workloads"]:
+            k = kinds.setdefault(w["kind"], {"workloads": 0, "valid_samples": 0,
+                                             "failed_samples": 0, "complete_workloads": 0})
+            k["workloads"] += 1
+            k["valid_samples"] += valid[w["name"]]
+            k["failed_samples"] += failed[w["name"]]
+            k["complete_workloads"] += int(valid[w["name"]] + failed[w["name"]] >= w["samples"])
+        summary[split] = {
+            "workloads": len(meta["workloads"]),
+            "valid_samples": sum(valid.values()),
+            "failed_samples": sum(failed.values()),
+            "corrupt_lines": stats.corrupt,
+            "min_valid_per_workload": min(valid.values()) if valid else 0,
+            "per_kind": kinds,
+            "target": meta["target_description"],
+            "updated": meta["updated"],
+        }
+    return summary

@@ -1,0 +1,151 @@
+"""The tune configuration: a typed schema, YAML defaults and command-line overrides."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from metatune.errors import ConfigError
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
+
+
+@dataclass
+class SearchParams:
+    """Keyword arguments of MetaSchedule's ``EvolutionarySearch``."""
+
+    population_size: int = 512
+    init_measured_ratio: float = 0.2
+    init_min_unmeasured: int = 50
+    max_fail_count: int = 5
+    genetic_num_iters: int = 4
+    genetic_mutate_prob: float = 0.85
+    genetic_max_fail_count: int = 10
+    eps_greedy: float = 0.05
+
+
+@dataclass
+class BuilderConfig:
+    """Builder workers: count (``None``: one per core) and per-build time limit."""
+
+    workers: Optional[int] = None
+    timeout_sec: float = 30.0
+
+
+@dataclass
+class RunnerConfig:
+    """How each candidate is timed (MetaSchedule ``EvaluatorConfig`` plus a time limit)."""
+
+    timeout_sec: float = 30.0
+    number: int = 3
+    repeat: int = 1
+    min_repeat_ms: int = 100
+    enable_cpu_cache_flush: bool = False
+
+
+@dataclass
+class EvaluateConfig:
+    """The final compile, correctness check and latency measurement."""
+
+    enabled: bool = True
+    check: bool = True
+    rtol: float = 1e-3
+    repeat: int = 10
+    min_repeat_ms: int = 200
+    untuned: bool = True
+    untuned_repeat: int = 3
+    torch: bool = True
+
+
+@dataclass
+class TuneConfig:
+    """Every setting of ``tune.py``; ``configs/tune.yaml`` holds the defaults."""
+
+    network: Optional[str] = "alexnet"
+    onnx: Optional[str] = None
+    model: Optional[str] = None
+    input_shape: Optional[list[int]] = None
+    batch: int = 1
+    fold_bn: bool = True
+    target: str = "llvm"
+    num_cores: Optional[int] = None
+    work_dir: Optional[str] = None
+    trials: int = 128
+    trials_per_task: Optional[int] = None
+    trials_per_round: int = 16
+    seed: int = 0
+    cost_model: str = "xgb"
+    search: str = "evolutionary"
+    search_params: SearchParams = field(default_factory=SearchParams)
+    builder: BuilderConfig = field(default_factory=BuilderConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    max_failed_rounds: int = 3
+    repair_db: bool = False
+    progress: bool = True
+    tensorboard: bool = True
+    log_level: str = "INFO"
+
+
+def load_tune_config(yaml_path: str | None = DEFAULT_TUNE_YAML,
+                     overrides: list[str] | None = None) -> dict[str, Any]:
+    """Merge the schema, the YAML defaults and ``key=value`` overrides; validate.
+
+    Args:
+        yaml_path: YAML file with defaults (``None``: the schema's defaults only).
+        overrides: Dotlist overrides such as ``["trials=200", "runner.number=5"]``.
+
+    Returns:
+        The configuration as a plain dict.
+
+    Raises:
+        ConfigError: An unknown key, a value of the wrong type, or an invalid value.
+    """
+    try:
+        cfg = OmegaConf.structured(TuneConfig)
+        if yaml_path:
+            cfg = OmegaConf.merge(cfg, OmegaConf.load(yaml_path))
+        if overrides:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+        plain = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None)
+        where = f" (key {key!r})" if key else ""
+        raise ConfigError(
+            f"bad tune config{where}: {str(err).splitlines()[0]}; see configs/tune.yaml "
+            "for the keys and their types"
+        ) from err
+    validate(plain)
+    return plain
+
+
+def validate(cfg: dict[str, Any]) -> None:
+    """Check value ranges that the types alone do not.
+
+    Raises:
+        ConfigError: The first invalid value found, with what to do.
+    """
+    from tuner.tuning import COST_MODELS, SEARCHES
+
+    for key in ("trials", "trials_per_round"):
+        if cfg[key] <= 0:
+            raise ConfigError(f"{key}={cfg[key]}: the budget must be a positive number of trials")
+    if cfg["trials_per_task"] is not None and cfg["trials_per_task"] <= 0:
+        raise ConfigError(f"trials_per_task={cfg['trials_per_task']}: must be positive (or null)")
+    if cfg["cost_model"] not in COST_MODELS:
+        raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of {', '.join(COST_MODELS)}")
+    if cfg["search"] not in SEARCHES:
+        raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
+    if cfg["batch"] <= 0:
+        raise ConfigError(f"batch={cfg['batch']}: must be positive")
+    if cfg["input_shape"] is not None and (
+        not cfg["input_shape"] or any(d <= 0 for d in cfg["input_shape"])
+    ):
+        raise ConfigError(f"input_shape={cfg['input_shape']}: give positive dims, e.g. 3,224,224")
+    if cfg["builder"]["timeout_sec"] <= 0 or cfg["runner"]["timeout_sec"] <= 0:
+        raise ConfigError("builder/runner timeout_sec must be positive")

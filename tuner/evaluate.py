@@ -1,0 +1,124 @@
+"""Compile the network (tuned and untuned), check its output, and time it beside PyTorch."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from metatune.errors import CheckFailedError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Latency:
+    """A latency measurement.
+
+    Attributes:
+        median_ms: Median over repeats, in milliseconds.
+        runs_ms: Every repeat, in milliseconds.
+    """
+
+    median_ms: float
+    runs_ms: list[float]
+
+
+def _to_numpy(out) -> np.ndarray:
+    """First output of a VM call as a numpy array."""
+    if hasattr(out, "numpy"):
+        return out.numpy()
+    return _to_numpy(out[0])
+
+
+class CompiledNetwork:
+    """A network compiled by TVM into a Relax VM, ready to run and time.
+
+    Args:
+        executable: A ``relax.VMExecutable``.
+        device_type: ``"cpu"``, ``"cuda"``, ``"rocm"``.
+    """
+
+    def __init__(self, executable, device_type: str) -> None:
+        import tvm
+        from tvm import relax
+
+        self.device = tvm.device(device_type, 0)
+        self.vm = relax.VirtualMachine(executable, self.device)
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Run one inference on ``x`` (a float32 array of the input shape)."""
+        import tvm
+
+        return _to_numpy(self.vm["main"](tvm.runtime.tensor(x, self.device)))
+
+    def time(self, x: np.ndarray, repeat: int, min_repeat_ms: int) -> Latency:
+        """Median latency of ``repeat`` timed repeats, each at least ``min_repeat_ms`` long."""
+        import tvm
+
+        timer = self.vm.time_evaluator("main", self.device, number=1, repeat=repeat,
+                                       min_repeat_ms=min_repeat_ms)
+        runs = [r * 1e3 for r in timer(tvm.runtime.tensor(x, self.device)).results]
+        return Latency(statistics.median(runs), runs)
+
+
+def compile_tuned(relax_mod, target, database, device_type: str) -> CompiledNetwork:
+    """Compile with the tuning database (untuned functions get default schedules)."""
+    from tvm.s_tir.meta_schedule.relax_integration import compile_relax
+
+    return CompiledNetwork(compile_relax(database, relax_mod, target, params=None), device_type)
+
+
+def compile_untuned(relax_mod, target, device_type: str) -> CompiledNetwork:
+    """Compile with TVM's default pipeline and no tuning records: the floor."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return compile_tuned(relax_mod, target, ms.database.MemoryDatabase(), device_type)
+
+
+def check_output(actual: np.ndarray, expected: np.ndarray, rtol: float) -> float:
+    """Compare outputs; the error is relative to the largest reference magnitude.
+
+    Returns:
+        The relative max error.
+
+    Raises:
+        CheckFailedError: The relative max error exceeds ``rtol`` or shapes differ.
+    """
+    if actual.shape != expected.shape:
+        raise CheckFailedError(f"output shape {actual.shape} != reference {expected.shape}")
+    scale = float(np.max(np.abs(expected))) or 1.0
+    err = float(np.max(np.abs(actual - expected))) / scale
+    if not err <= rtol:
+        raise CheckFailedError(
+            f"compiled output differs from the reference: relative max error {err:.2e} > "
+            f"{rtol:.0e}; the tuned schedule may be wrong (report it) or raise evaluate.rtol"
+        )
+    return err
+
+
+def time_torch(module, x: np.ndarray, repeat: int, num_threads: int) -> Latency:
+    """Median latency of PyTorch eager on the CPU, ``num_threads`` threads.
+
+    Args:
+        module: The ``nn.Module`` in eval mode.
+        x: The input array.
+        repeat: Timed repeats (after 3 warm-up runs).
+        num_threads: ``torch.set_num_threads`` value.
+    """
+    import torch
+
+    torch.set_num_threads(num_threads)
+    inp = torch.from_numpy(x)
+    runs = []
+    with torch.inference_mode():
+        for _ in range(3):
+            module(inp)
+        for _ in range(repeat):
+            start = time.perf_counter()
+            module(inp)
+            runs.append((time.perf_counter() - start) * 1e3)
+    return Latency(statistics.median(runs), runs)

@@ -1,0 +1,270 @@
+"""Networks to tune: built-in torchvision CNNs, user ``nn.Module`` factories and ONNX files.
+
+Every source ends as a :class:`Network`: a Relax module with its weights bound as
+constants (so task extraction and the final compile see identical functions) plus a
+reference implementation to check the compiled output and to time PyTorch against.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from metatune.errors import ModelImportError, UnknownNetworkError
+
+logger = logging.getLogger(__name__)
+
+#: Built-in networks: name -> torchvision constructor name.
+BUILTIN_NETWORKS: dict[str, str] = {
+    "alexnet": "alexnet",
+    "resnet-18": "resnet18",
+    "vgg-16": "vgg16",
+    "squeezenet": "squeezenet1_0",
+}
+DEFAULT_INPUT_SHAPE = (3, 224, 224)
+
+
+@dataclass
+class Network:
+    """A network ready for task extraction and compilation.
+
+    Attributes:
+        name: Display name (``"resnet-18"``, the ONNX file stem, ``module:callable``).
+        input_shape: Full input shape, batch included, e.g. ``(1, 3, 224, 224)``.
+        relax_mod: Relax ``IRModule`` with weights bound as constants (not yet legalized).
+        reference: ``f(x: np.ndarray) -> np.ndarray`` computing the expected output.
+        torch_module: The ``nn.Module`` when the network comes from PyTorch, else ``None``.
+        notes: What was done on import (e.g. batch-norm folding), for the report.
+    """
+
+    name: str
+    input_shape: tuple[int, ...]
+    relax_mod: object
+    reference: Callable[[np.ndarray], np.ndarray]
+    torch_module: object | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def example_input(self, seed: int = 0) -> np.ndarray:
+        """A reproducible random input, a float32 array of :attr:`input_shape`."""
+        return np.random.default_rng(seed).standard_normal(self.input_shape).astype("float32")
+
+
+def builtin_module(name: str):
+    """Construct a built-in torchvision network with random weights, in eval mode.
+
+    Raises:
+        UnknownNetworkError: ``name`` is not a built-in network.
+    """
+    if name not in BUILTIN_NETWORKS:
+        raise UnknownNetworkError(
+            f"unknown network {name!r}: choose one of {', '.join(BUILTIN_NETWORKS)}, "
+            "or bring your own with --onnx PATH or --model module:callable"
+        )
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    ctor = getattr(torchvision.models, BUILTIN_NETWORKS[name])
+    return ctor(weights=None).eval()
+
+
+def user_module(spec: str):
+    """Import ``module:callable`` and call it to get an ``nn.Module`` (put in eval mode).
+
+    Raises:
+        ModelImportError: The spec is malformed, the import fails, or the callable does
+            not return an ``nn.Module``.
+    """
+    import torch
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ModelImportError(
+            f"--model {spec!r}: expected 'module:callable', e.g. 'torchvision.models:resnet50'"
+        )
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ModelImportError(f"--model {spec!r}: cannot import it ({err})") from err
+    model = factory()
+    if not isinstance(model, torch.nn.Module):
+        raise ModelImportError(
+            f"--model {spec!r} returned {type(model).__name__}, not a torch.nn.Module"
+        )
+    return model.eval()
+
+
+def fold_batch_norm(model):
+    """Fold eval-mode BatchNorm layers into the preceding convolutions, as compilers do.
+
+    Args:
+        model: An ``nn.Module`` in eval mode.
+
+    Returns:
+        ``(model, folded)``: the folded module (a ``GraphModule``) and whether anything
+        was folded; the input module unchanged when it cannot be traced symbolically.
+    """
+    import torch
+    from torch.fx.experimental.optimization import fuse
+
+    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return model, False
+    try:
+        fused = fuse(model)
+    except Exception as err:  # torch.fx raises many types on untraceable code
+        logger.warning("batch-norm folding skipped: model not traceable by torch.fx (%s)", err)
+        return model, False
+    left = sum(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in fused.modules())
+    return fused, left == 0
+
+
+def torch_to_relax(model, input_shape: tuple[int, ...]):
+    """Import an ``nn.Module`` into Relax through ``torch.export`` with weights bound.
+
+    Raises:
+        ModelImportError: ``torch.export`` or the Relax importer fails.
+    """
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    example = torch.zeros(input_shape, dtype=torch.float32)
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(model, (example,))
+        mod = from_exported_program(exported, keep_params_as_input=True)
+    except Exception as err:
+        raise ModelImportError(
+            f"could not import the model into TVM Relax via torch.export: {err}"
+        ) from err
+    return bind_weights(mod)
+
+
+def bind_weights(mod):
+    """Bind the weights of a ``keep_params_as_input`` Relax module as constants.
+
+    Args:
+        mod: A Relax module whose ``main`` takes the input(s) first, then the weights.
+
+    Returns:
+        The module with ``main`` taking only the inputs.
+    """
+    from tvm import relax
+
+    mod, params = relax.frontend.detach_params(mod)
+    weights = params.get("main", [])
+    if not weights:
+        return mod
+    func_params = mod["main"].params
+    named = {p: w for p, w in zip(func_params[len(func_params) - len(weights):], weights)}
+    return relax.transform.BindParams("main", named)(mod)
+
+
+def load_torch_network(
+    model, name: str, input_shape: tuple[int, ...], fold_bn: bool = True
+) -> Network:
+    """Wrap a PyTorch module as a :class:`Network` (optionally folding batch norm)."""
+    import torch
+
+    notes: list[str] = []
+    if fold_bn:
+        model, folded = fold_batch_norm(model)
+        if folded:
+            notes.append("batch-norm folded into convolution weights")
+
+    def reference(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.from_numpy(x)).numpy()
+
+    mod = torch_to_relax(model, input_shape)
+    return Network(name, input_shape, mod, reference, torch_module=model, notes=notes)
+
+
+def load_onnx_network(path: str, input_shape: tuple[int, ...] | None) -> Network:
+    """Load an ONNX file as a :class:`Network`; the reference is ONNX's own evaluator.
+
+    Raises:
+        ModelImportError: The file is missing, unreadable, or not importable.
+    """
+    import onnx
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    if not os.path.isfile(path):
+        raise ModelImportError(f"--onnx {path!r}: no such file")
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+    except Exception as err:
+        raise ModelImportError(
+            f"--onnx {path!r} is not a readable ONNX model ({type(err).__name__}: {err}); "
+            "re-export it with torch.onnx.export or onnx.save"
+        ) from err
+    graph_input = model.graph.input[0]
+    if input_shape is None:
+        dims = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+        if not dims or any(d <= 0 for d in dims):
+            raise ModelImportError(
+                f"--onnx {path!r} has a dynamic input shape {dims}: pass --input-shape"
+            )
+        input_shape = tuple(dims)
+    try:
+        mod = bind_weights(
+            from_onnx(model, shape_dict={graph_input.name: list(input_shape)},
+                      keep_params_in_input=True)
+        )
+    except Exception as err:
+        raise ModelImportError(f"--onnx {path!r}: TVM could not import it: {err}") from err
+
+    def reference(x: np.ndarray) -> np.ndarray:
+        from onnx.reference import ReferenceEvaluator
+
+        return np.asarray(ReferenceEvaluator(model).run(None, {graph_input.name: x})[0])
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    return Network(name, tuple(input_shape), mod, reference)
+
+
+def load_network(
+    network: str | None = None,
+    *,
+    onnx_path: str | None = None,
+    model_spec: str | None = None,
+    input_shape: tuple[int, ...] | None = None,
+    batch: int = 1,
+    fold_bn: bool = True,
+) -> Network:
+    """Load the network named by the tune configuration.
+
+    Exactly one of ``network``, ``onnx_path`` and ``model_spec`` is used, in that order
+    of precedence reversed (``onnx_path`` and ``model_spec`` override ``network``).
+
+    Args:
+        network: A built-in network name.
+        onnx_path: Path of an ONNX file.
+        model_spec: ``module:callable`` returning an ``nn.Module``.
+        input_shape: Input shape without the batch dimension (C, H, W); defaults to
+            ``(3, 224, 224)`` (ONNX: read from the file).
+        batch: Batch size.
+        fold_bn: Fold batch norm into convolutions (PyTorch models).
+
+    Returns:
+        The loaded :class:`Network`.
+    """
+    full_shape = (batch, *input_shape) if input_shape else None
+    if onnx_path:
+        return load_onnx_network(onnx_path, full_shape)
+    shape = full_shape or (batch, *DEFAULT_INPUT_SHAPE)
+    if model_spec:
+        return load_torch_network(user_module(model_spec), model_spec, shape, fold_bn)
+    if not network:
+        raise UnknownNetworkError(
+            f"no network given: pass --network ({', '.join(BUILTIN_NETWORKS)}), "
+            "--onnx PATH or --model module:callable"
+        )
+    return load_torch_network(builtin_module(network), network, shape, fold_bn)

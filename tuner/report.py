@@ -1,0 +1,113 @@
+"""The tuning report: ``report.json``, a printed table and a PNG of the tuning curves."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from typing import Any
+
+from tuner.monitor import read_curves
+
+REPORT_FILE = "report.json"
+CURVES_PNG = "tuning_curves.png"
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the numbers were measured: host, CPU, Python and library versions."""
+    import torch
+    import tvm
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "tvm": tvm.__version__,
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_report(work_dir: str, report: dict[str, Any]) -> str:
+    """Write ``report.json`` atomically; return its path."""
+    path = os.path.join(work_dir, REPORT_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    os.replace(tmp, path)
+    return path
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} ms"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human-readable summary printed at the end of ``tune.py``."""
+    lat = report.get("latency_ms", {})
+    tuned, untuned, torch_ms = lat.get("tuned"), lat.get("untuned"), lat.get("torch")
+    rows = [
+        ("network", report["network"]),
+        ("target", report["target"]),
+        ("cost model / search", f"{report['cost_model']} / {report['search']}"),
+        ("trials (this run / in database / budget)",
+         f"{report['trials_run']} / {report['trials_total']} / {report['trials']}"),
+        ("failed measurements (this run)", str(report["failures"])),
+        ("tuning wall time (this run)", f"{report['tuning_seconds']:.1f} s"),
+        ("latency tuned", _ms(tuned)),
+        ("latency untuned TVM", _ms(untuned)
+         + (f"  (tuned is {untuned / tuned:.1f}x faster)" if tuned and untuned else "")),
+        ("latency PyTorch eager", _ms(torch_ms)
+         + (f"  (tuned / torch = {tuned / torch_ms:.2f})" if tuned and torch_ms else "")),
+    ]
+    if report.get("check_error") is not None:
+        rows.append(("output check (rel. max error)", f"{report['check_error']:.1e}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def plot_curves(work_dir: str, title: str) -> str | None:
+    """Plot best latency per task and the network estimate against trials.
+
+    Returns:
+        The PNG path, or ``None`` when there is nothing to plot.
+    """
+    rows = read_curves(work_dir)
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_task, ax_net) = plt.subplots(1, 2, figsize=(12, 4.5))
+    tasks: dict[str, tuple[list, list]] = {}
+    for r in rows:
+        if r.get("task_best_ms") is not None:
+            xs, ys = tasks.setdefault(f"{r['task_id']:02d} {r['task']}", ([], []))
+            xs.append(r["trial"])
+            ys.append(r["task_best_ms"])
+    for label, (xs, ys) in sorted(tasks.items()):
+        ax_task.step(xs, ys, where="post", label=label[:28])
+    ax_task.set(xlabel="measured trials (all tasks)", ylabel="best latency of task (ms)",
+                yscale="log", title="per task")
+    if len(tasks) <= 12:
+        ax_task.legend(fontsize=6)
+    net = [(r["trial"], r["network_estimate_ms"]) for r in rows if r.get("network_estimate_ms")]
+    if net:
+        ax_net.step(*zip(*net), where="post")
+    ax_net.set(xlabel="measured trials", ylabel="sum of weight x best latency (ms)",
+               title="network estimate")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = os.path.join(work_dir, CURVES_PNG)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

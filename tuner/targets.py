@@ -1,0 +1,124 @@
+"""Build TVM targets from user strings, detecting the host CPU and checking availability."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from metatune.errors import TargetUnavailableError
+
+#: Target names accepted on the command line besides a JSON target dict.
+TARGET_CHOICES = ("llvm", "cuda", "rocm")
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """A resolved target.
+
+    Attributes:
+        target: The ``tvm.target.Target``.
+        kind: Its kind name (``"llvm"``, ``"cuda"``, ``"rocm"``).
+        device_type: The TVM device name to run on (``"cpu"``, ``"cuda"``, ``"rocm"``).
+        num_cores: CPU cores used for tuning workers and the CPU runtime.
+        description: One line for reports, e.g. ``"llvm -mcpu=emeraldrapids (2 cores)"``.
+    """
+
+    target: object
+    kind: str
+    device_type: str
+    num_cores: int
+    description: str
+
+
+def host_num_cores() -> int:
+    """Number of CPU cores this process may run on (affinity-aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def host_llvm_target_dict(num_cores: int | None = None) -> dict:
+    """The LLVM target dict for this machine's CPU.
+
+    Args:
+        num_cores: Cores to tune for; defaults to the cores this process may use.
+
+    Returns:
+        A dict such as ``{"kind": "llvm", "mcpu": "emeraldrapids", "num-cores": 2}``.
+    """
+    from tvm.target import codegen
+
+    cpu = codegen.llvm_get_system_cpu()
+    spec: dict = {"kind": "llvm", "num-cores": int(num_cores or host_num_cores())}
+    if cpu and cpu != "generic":
+        spec["mcpu"] = str(cpu)
+    return spec
+
+
+def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
+    """Turn ``--target`` into a checked target.
+
+    Args:
+        name: ``"llvm"`` (host CPU detected), ``"cuda"``, ``"rocm"``, or a JSON target dict
+            such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}'``.
+        num_cores: CPU cores to use; defaults to all cores this process may use.
+
+    Returns:
+        The resolved :class:`TargetInfo`.
+
+    Raises:
+        TargetUnavailableError: The installed TVM was built without the backend, or this
+            machine has no such device, or the string is not a valid target.
+    """
+    import tvm
+    from tvm.target import Target
+
+    cores = int(num_cores or host_num_cores())
+    text = name.strip()
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise TargetUnavailableError(
+                f"--target {name!r} is not valid JSON ({err.msg}); pass llvm, cuda, rocm "
+                'or a dict such as {"kind": "llvm", "mcpu": "skylake"}'
+            ) from err
+        kind = str(spec.get("kind", ""))
+    else:
+        kind, spec = text, None
+    if kind not in TARGET_CHOICES:
+        raise TargetUnavailableError(
+            f"unknown target {name!r}: choose one of {', '.join(TARGET_CHOICES)} "
+            "or pass a JSON target dict with one of those kinds"
+        )
+    if not tvm.runtime.enabled(kind):
+        raise TargetUnavailableError(
+            f"target {kind!r} is not enabled in the installed TVM "
+            f"({tvm.__version__}); install a TVM build with {kind} support or use --target llvm"
+        )
+    if kind == "llvm":
+        spec = spec or host_llvm_target_dict(cores)
+        spec.setdefault("num-cores", cores)
+        try:
+            target = Target(spec)
+        except Exception as err:  # TVM raises its own error types here
+            raise TargetUnavailableError(f"invalid llvm target {spec}: {err}") from err
+        desc = f"llvm -mcpu={spec.get('mcpu', 'generic')} ({spec['num-cores']} cores)"
+        return TargetInfo(target, "llvm", "cpu", int(spec["num-cores"]), desc)
+
+    dev = tvm.device(kind, 0)
+    if not dev.exist:
+        raise TargetUnavailableError(
+            f"target {kind!r}: no {kind.upper()} device found on this machine; "
+            "run on a machine with one or use --target llvm"
+        )
+    host = host_llvm_target_dict(cores)
+    try:
+        target = Target(spec, host=host) if spec else Target.from_device(dev)
+        if not spec:
+            target = Target(target, host=host)
+    except Exception as err:
+        raise TargetUnavailableError(f"could not build a {kind} target: {err}") from err
+    return TargetInfo(target, kind, kind, cores, f"{kind} ({dev.device_name})")

@@ -1,0 +1,103 @@
+"""Task extraction: the network's fused TIR functions, as MetaSchedule will tune them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One tuning task.
+
+    Attributes:
+        index: Position in the task list.
+        name: MetaSchedule task name (the fused function's name, e.g. ``fused_conv2d_add``).
+        flops: Floating-point operations of one call.
+        weight: How many times the network calls it.
+        extracted: The ``ms.ExtractedTask``.
+    """
+
+    index: int
+    name: str
+    flops: float
+    weight: int
+    extracted: object
+
+    @property
+    def is_conv(self) -> bool:
+        """Whether the task is a convolution (the paper's subject)."""
+        return "conv" in self.name
+
+
+def fuse_pipeline(target):
+    """The legalize+fuse passes ``ms.relax_integration.compile_relax`` applies first.
+
+    Using the same passes for extraction keeps the database keys identical to the ones
+    the final compile looks up.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+
+    try:
+        dispatch = relax_pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    return tvm.transform.Sequential(
+        [
+            *dispatch,
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+
+
+def extract_tasks(relax_mod, target) -> list[TaskInfo]:
+    """Extract the tuning tasks of a Relax module.
+
+    Args:
+        relax_mod: The network's Relax module (weights bound, not legalized).
+        target: The ``tvm.target.Target``.
+
+    Returns:
+        The tasks, heaviest (FLOPs x weight) first.
+    """
+    import tvm
+    from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract
+
+    from tuner.intrinsics import load_tensor_intrinsics
+
+    load_tensor_intrinsics((target.kind.name,))
+    with target, tvm.transform.PassContext(opt_level=3):
+        fused = fuse_pipeline(target)(relax_mod)
+    extracted = ms_extract(fused, target)
+    # Heaviest first: the task scheduler visits tasks in order before it allocates by
+    # gradient, so a small budget goes to the tasks that dominate the network's latency.
+    cost = [(task_flops(t.dispatched[0]), t) for t in extracted]
+    cost.sort(key=lambda ft: -ft[0] * int(ft[1].weight))
+    return [TaskInfo(i, t.task_name, f, int(t.weight), t) for i, (f, t) in enumerate(cost)]
+
+
+def task_flops(mod) -> float:
+    """FLOPs of one call of a task's ``IRModule`` (0 when TVM cannot count them)."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(mod))
+    except Exception:  # TVM cannot count some ops (e.g. data-dependent loops)
+        return 0.0
+
+
+def format_task_table(tasks: list[TaskInfo]) -> str:
+    """A plain-text table of tasks: index, name, MFLOP, weight."""
+    width = max([len(t.name) for t in tasks] + [4])
+    lines = [f"{'#':>3}  {'task':<{width}}  {'MFLOP':>10}  {'weight':>6}"]
+    lines.append("-" * len(lines[0]))
+    for t in tasks:
+        lines.append(f"{t.index:>3}  {t.name:<{width}}  {t.flops / 1e6:>10.2f}  {t.weight:>6}")
+    total = sum(t.flops * t.weight for t in tasks)
+    lines.append(f"{len(tasks)} tasks, {total / 1e9:.3f} GFLOP per inference")
+    return "\n".join(lines)

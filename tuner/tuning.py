@@ -1,0 +1,229 @@
+"""Tune a list of tasks with MetaSchedule's task scheduler, resumably."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from metatune.errors import ConfigError, TuningStalledError
+from tuner.builder import PersistentBuilder
+from tuner.database import best_seconds_per_task, measured_per_task
+from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+from tuner.tasks import TaskInfo
+
+logger = logging.getLogger(__name__)
+
+COST_MODELS = ("xgb", "mlp", "random")
+SEARCHES = ("evolutionary", "replay")
+
+
+@dataclass
+class TuningOutcome:
+    """What one tuning run did.
+
+    Attributes:
+        trials_before: Measurements already in the database for these tasks.
+        trials_run: Measurements made by this run.
+        tuning_seconds: Wall time of this run's tuning loop.
+        failures: Measurements of this run that failed (build or run).
+        best_ms: Best run time per task after tuning (``None`` if none valid).
+        errors: The most common failure messages with their counts.
+    """
+
+    trials_before: int
+    trials_run: int
+    tuning_seconds: float
+    failures: int
+    best_ms: list[float | None]
+    errors: list[tuple[str, int]] = field(default_factory=list)
+
+
+def make_cost_model(name: str, num_cores: int):
+    """A MetaSchedule cost model by name (``xgb``, ``mlp``, ``random``).
+
+    Raises:
+        ConfigError: Unknown name.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    if name not in COST_MODELS:
+        raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
+    if name == "xgb":
+        return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
+    return ms.cost_model.CostModel.create(name)
+
+
+def make_search(name: str, params: dict):
+    """A MetaSchedule search strategy by name, wrapped to never measure a schedule twice.
+
+    Args:
+        name: Strategy name.
+        params: Keyword arguments of ``EvolutionarySearch`` (ignored by ``replay``).
+
+    Raises:
+        ConfigError: Unknown name or parameter.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.norepeat import NoRepeatSearch
+
+    if name == "evolutionary":
+        try:
+            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**params))
+        except TypeError as err:
+            raise ConfigError(f"search_params: {err}") from err
+    if name == "replay":
+        return NoRepeatSearch(ms.search_strategy.ReplayTrace())
+    raise ConfigError(f"unknown search {name!r}: choose one of {', '.join(SEARCHES)}")
+
+
+def make_runner(cfg: dict, target_kinds: tuple[str, ...]):
+    """MetaSchedule's LocalRunner with a pre-initialized persistent worker."""
+    import functools
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.intrinsics import worker_initializer
+
+    evaluator = ms.runner.EvaluatorConfig(
+        number=int(cfg["number"]), repeat=int(cfg["repeat"]),
+        min_repeat_ms=int(cfg["min_repeat_ms"]),
+        enable_cpu_cache_flush=bool(cfg["enable_cpu_cache_flush"]),
+    )
+    return ms.runner.LocalRunner(
+        timeout_sec=float(cfg["timeout_sec"]), evaluator_config=evaluator,
+        initializer=functools.partial(worker_initializer, target_kinds),
+    )
+
+
+def task_loggers(work_dir: str, names: list[str]) -> list:
+    """MetaSchedule's per-task loggers writing to ``<work_dir>/logs``, quiet on the console.
+
+    MetaSchedule echoes every task-scheduler table to stdout; its full DEBUG log stays in
+    the work dir and only warnings reach the console. Handlers other code attached to its
+    logger without a name (pytest's capture handlers) would break its ``dictConfig``, so
+    they are detached for the call and put back.
+    """
+    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
+
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    if ms_logger.level == logging.NOTSET:
+        ms_logger.setLevel(logging.INFO)
+    unnamed = [h for h in ms_logger.handlers if h.get_name() is None]
+    for handler in unnamed:
+        ms_logger.removeHandler(handler)
+    try:
+        loggers = get_loggers_from_work_dir(work_dir, names)
+    finally:
+        for handler in unnamed:
+            ms_logger.addHandler(handler)
+    for handler in ms_logger.handlers:
+        if handler.get_name() == "tvm.s_tir.meta_schedule.console":
+            handler.setLevel(logging.WARNING)
+    return loggers
+
+
+def make_contexts(tasks: list[TaskInfo], target, search, work_dir: str, seed: int,
+                  num_threads: int) -> list:
+    """One ``TuneContext`` per task, in the same order as ``tasks``."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.utils import fork_seed
+
+    loggers = task_loggers(work_dir, [t.name for t in tasks])
+    seeds = fork_seed(seed, n=len(tasks))
+    return [
+        ms.TuneContext(
+            mod=t.extracted.dispatched[0], target=target, space_generator="post-order-apply",
+            search_strategy=search, task_name=t.name, logger=lg, rand_state=rs,
+            num_threads=num_threads,
+        ).clone()
+        for t, lg, rs in zip(tasks, loggers, seeds)
+    ]
+
+
+def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
+         writer=None) -> TuningOutcome:
+    """Tune ``tasks`` until the database holds ``cfg['trials']`` measurements of them.
+
+    Measurements already in the database count toward the budget, so a second run with
+    the same work dir continues where the first stopped and re-measures nothing.
+
+    Args:
+        tasks: The tasks to tune.
+        target_info: A :class:`tuner.targets.TargetInfo`.
+        database: The MetaSchedule database (records are appended to it).
+        cfg: The tune configuration (plain dict).
+        work_dir: The work directory.
+        writer: TensorBoard ``SummaryWriter`` or ``None``.
+
+    Returns:
+        A :class:`TuningOutcome`.
+
+    Raises:
+        TuningStalledError: Several rounds in a row measured nothing valid.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    mods = [t.extracted.dispatched[0] for t in tasks]
+    before = measured_per_task(database, mods)
+    trials_before = sum(before)
+    remaining = int(cfg["trials"]) - trials_before
+    best = [None if b is None else b for b in best_seconds_per_task(database, mods)]
+    if remaining <= 0:
+        logger.info("database already holds %d measurements (budget %d): nothing to tune",
+                    trials_before, cfg["trials"])
+        return TuningOutcome(trials_before, 0, 0.0, 0,
+                             [None if b is None else b * 1e3 for b in best])
+    if trials_before:
+        logger.info("resuming: %d measurements in the database, %d to go",
+                    trials_before, remaining)
+
+    kinds = (target_info.kind,)
+    builder = PersistentBuilder(
+        max_workers=int(cfg["builder"]["workers"] or target_info.num_cores),
+        timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
+    builder.warm_up()
+    runner = make_runner(cfg["runner"], kinds)
+    search = make_search(cfg["search"], dict(cfg["search_params"]))
+    contexts = make_contexts(tasks, target_info.target, search, work_dir, int(cfg["seed"]),
+                             target_info.num_cores)
+    names = [t.name for t in tasks]
+    failures = FailureMonitor(max_failed_rounds=int(cfg["max_failed_rounds"]), task_names=names)
+    progress = ProgressMonitor(
+        task_names=names, task_weights=[t.weight for t in tasks], best_seconds=best,
+        budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
+        show_bar=bool(cfg["progress"]))
+    callbacks = [*ms.measure_callback.MeasureCallback.create("default"),
+                 MonitorCallback([failures, progress])]
+    per_task = cfg["trials_per_task"]
+    start = time.perf_counter()
+    try:
+        ms.task_scheduler.TaskScheduler.create("gradient").tune(
+            tasks=contexts,
+            task_weights=[float(t.weight) for t in tasks],
+            max_trials_global=remaining,
+            max_trials_per_task=int(per_task) if per_task else remaining,
+            num_trials_per_iter=int(cfg["trials_per_round"]),
+            builder=builder,
+            runner=runner,
+            measure_callbacks=callbacks,
+            database=database,
+            cost_model=make_cost_model(cfg["cost_model"], target_info.num_cores),
+        )
+    except Exception as err:
+        if failures.stalled is not None:
+            raise failures.stalled from err
+        raise
+    finally:
+        progress.close()
+        builder.shutdown()
+    seconds = time.perf_counter() - start
+    return TuningOutcome(
+        trials_before=trials_before,
+        trials_run=progress.done,
+        tuning_seconds=seconds,
+        failures=failures.failures,
+        best_ms=[None if b is None else b * 1e3 for b in progress.best],
+        errors=failures.errors.most_common(5),
+    )
