@@ -150,6 +150,9 @@ class ProgressMonitor:
             "batch_best_ms": min(valid) * 1e3 if valid else None,
             "task_best_ms": self.best[task_id] * 1e3 if self.best[task_id] else None,
             "network_estimate_ms": network * 1e3 if network else None,
+            "measured_tasks": sum(b is not None for b in self.best),
+            "measured_tasks_ms": 1e3 * sum(w * b for w, b in zip(self.task_weights, self.best)
+                                           if b is not None),
             "elapsed_s": now - self.start,
         }
         with open(self.curve_path, "a", encoding="utf-8") as f:

@@ -95,14 +95,20 @@ def plot_curves(work_dir: str, title: str) -> str | None:
             xs.append(r["trial"])
             ys.append(r["task_best_ms"])
     for label, (xs, ys) in sorted(tasks.items()):
-        ax_task.step(xs, ys, where="post", label=label[:28])
+        ax_task.step(xs, ys, where="post", marker="o", markersize=3, label=label[:28])
     ax_task.set(xlabel="measured trials (all tasks)", ylabel="best latency of task (ms)",
                 yscale="log", title="per task")
     if len(tasks) <= 12:
         ax_task.legend(fontsize=6)
     net = [(r["trial"], r["network_estimate_ms"]) for r in rows if r.get("network_estimate_ms")]
+    part = [(r["trial"], r["measured_tasks_ms"]) for r in rows if r.get("measured_tasks_ms")]
     if net:
-        ax_net.step(*zip(*net), where="post")
+        ax_net.step(*zip(*net), where="post", marker="o", markersize=3, label="all tasks")
+    if part:
+        n_tasks = len({r["task_id"] for r in rows}) if not net else None
+        ax_net.step(*zip(*part), where="post", marker=".", markersize=3, alpha=0.6,
+                    label="tasks measured so far" + (f" ({n_tasks})" if n_tasks else ""))
+        ax_net.legend(fontsize=7)
     ax_net.set(xlabel="measured trials", ylabel="sum of weight x best latency (ms)",
                title="network estimate")
     fig.suptitle(title)

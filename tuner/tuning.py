@@ -10,6 +10,7 @@ from metatune.errors import ConfigError, TuningStalledError
 from tuner.builder import PersistentBuilder
 from tuner.database import best_seconds_per_task, measured_per_task
 from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+from tuner.scheduler import EagerGradientScheduler
 from tuner.tasks import TaskInfo
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
     per_task = cfg["trials_per_task"]
     start = time.perf_counter()
     try:
-        ms.task_scheduler.TaskScheduler.create("gradient").tune(
+        EagerGradientScheduler().tune(
             tasks=contexts,
             task_weights=[float(t.weight) for t in tasks],
             max_trials_global=remaining,

@@ -1,0 +1,145 @@
+"""Loop-nest graphs of scheduled kernels (paper section 3, Figure 2), as PyG ``Data``.
+
+Nodes: one root, one *for* node per loop, one *iterval* node per loop carrying the loop
+context vector. Edges: control (root -> every for), metadata (for -> its iterval) and
+nesting (outer for -> inner for); ``edge_type`` tells them apart (0, 1, 2).
+
+Two modes:
+
+- ``plain``: the nodes the kernel has.
+- ``super``: the super-graph template. A fixed set of node slots, one per
+  (stage, axis role, tile level) over :data:`~metatune.loopnest.STAGES` x
+  :data:`~metatune.loopnest.ROLES` x ``LEVELS``, the union over all convolution types
+  (and dense); a slot is filled by the loop at that place and left null (zero features,
+  ``present = 0``) elsewhere, so that slot *k* means the same thing in every workload.
+  Template edges (root -> for slot, for slot -> iterval slot) exist for every slot;
+  nesting edges connect the filled slots. Two loops landing in one slot (e.g. several
+  producer stages of winograd) are merged: the outer one is kept, ``merged`` counts.
+
+Node feature layout (``NODE_FEATURES``): type one-hot (root, for, iterval), present,
+merged, stage one-hot, role one-hot, level one-hot, then the loop context vector
+(iterval nodes; for nodes carry only log extent and loop kind; the root carries global
+counts in the first context entries).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from metatune.loopnest import LEVELS, LOOP_FEATURES, ROLES, STAGES, LoopNest, read_loop_nest
+
+MODES = ("plain", "super")
+_HEAD = 3 + 2 + len(STAGES) + len(ROLES) + LEVELS
+NODE_FEATURES = _HEAD + len(LOOP_FEATURES)
+SLOTS = [(s, r, lv) for s in STAGES for r in ROLES for lv in range(LEVELS)]
+SLOT_INDEX = {key: i for i, key in enumerate(SLOTS)}
+CONTROL, METADATA, NESTING = 0, 1, 2
+
+
+def _head(kind: int, present: float, merged: float, stage: str | None, role: str | None,
+          level: int | None) -> list[float]:
+    row = [0.0] * _HEAD
+    row[kind] = 1.0
+    row[3], row[4] = present, merged
+    if stage is not None:
+        row[5 + STAGES.index(stage)] = 1.0
+    if role is not None:
+        row[5 + len(STAGES) + ROLES.index(role)] = 1.0
+    if level is not None:
+        row[5 + len(STAGES) + len(ROLES) + level] = 1.0
+    return row
+
+
+def _for_context(features: list[float]) -> list[float]:
+    """For nodes carry log extent and loop kind only."""
+    ctx = [0.0] * len(LOOP_FEATURES)
+    ctx[:6] = features[:6]
+    return ctx
+
+
+def _root(nest: LoopNest) -> list[float]:
+    ctx = [0.0] * len(LOOP_FEATURES)
+    ctx[0] = math.log2(1 + len(nest.loops))
+    ctx[1] = math.log2(1 + len(nest.blocks))
+    return _head(0, 1.0, 0.0, None, None, None) + ctx
+
+
+def plain_graph(nest: LoopNest):
+    """The kernel's own graph: ``1 + 2 * n_loops`` nodes."""
+    from torch_geometric.data import Data
+
+    n = len(nest.loops)
+    rows = [_root(nest)]
+    rows += [_head(1, 1.0, 0.0, l.stage, l.role, l.level) + _for_context(l.features)
+             for l in nest.loops]
+    rows += [_head(2, 1.0, 0.0, l.stage, l.role, l.level) + l.features for l in nest.loops]
+    src, dst, typ = [], [], []
+    for i, loop in enumerate(nest.loops):
+        src += [0, 1 + i]
+        dst += [1 + i, 1 + n + i]
+        typ += [CONTROL, METADATA]
+        if loop.parent >= 0:
+            src.append(1 + loop.parent)
+            dst.append(1 + i)
+            typ.append(NESTING)
+    return Data(x=torch.tensor(rows, dtype=torch.float32),
+                edge_index=torch.tensor([src, dst], dtype=torch.long).reshape(2, -1),
+                edge_type=torch.tensor(typ, dtype=torch.long))
+
+
+def super_graph(nest: LoopNest):
+    """The super-graph template filled with this kernel: ``1 + 2 * len(SLOTS)`` nodes."""
+    from torch_geometric.data import Data
+
+    k = len(SLOTS)
+    fors = [_head(1, 0.0, 0.0, s, r, lv) + [0.0] * len(LOOP_FEATURES) for s, r, lv in SLOTS]
+    vals = [_head(2, 0.0, 0.0, s, r, lv) + [0.0] * len(LOOP_FEATURES) for s, r, lv in SLOTS]
+    slot_of: list[int | None] = []
+    for loop in nest.loops:
+        slot = SLOT_INDEX.get((loop.stage, loop.role, loop.level))
+        slot_of.append(slot)
+        if slot is None:
+            continue
+        if fors[slot][3] == 1.0:  # taken by an outer loop: count the merge
+            fors[slot][4] += 1.0
+            vals[slot][4] += 1.0
+            continue
+        fors[slot] = _head(1, 1.0, 0.0, loop.stage, loop.role, loop.level) + _for_context(
+            loop.features)
+        vals[slot] = _head(2, 1.0, 0.0, loop.stage, loop.role, loop.level) + loop.features
+    src = [0] * k + list(range(1, k + 1))
+    dst = list(range(1, k + 1)) + list(range(k + 1, 2 * k + 1))
+    typ = [CONTROL] * k + [METADATA] * k
+    seen = set()
+    for i, loop in enumerate(nest.loops):
+        a, b = (slot_of[loop.parent] if loop.parent >= 0 else None), slot_of[i]
+        if a is not None and b is not None and a != b and (a, b) not in seen:
+            seen.add((a, b))
+            src.append(1 + a)
+            dst.append(1 + b)
+            typ.append(NESTING)
+    return Data(x=torch.tensor([_root(nest)] + fors + vals, dtype=torch.float32),
+                edge_index=torch.tensor([src, dst], dtype=torch.long),
+                edge_type=torch.tensor(typ, dtype=torch.long))
+
+
+def encode(func, mode: str = "super"):
+    """Encode a scheduled ``PrimFunc`` as a PyG ``Data`` graph.
+
+    Args:
+        func: The scheduled ``tvm.tirx.PrimFunc`` (e.g. ``candidate.sch.mod["main"]``).
+        mode: ``"super"`` (super-graph template) or ``"plain"``.
+
+    Returns:
+        ``Data`` with ``x`` (a ``num_nodes x NODE_FEATURES`` float tensor),
+        ``edge_index`` (``2 x num_edges``) and ``edge_type`` (``num_edges``).
+
+    Raises:
+        ValueError: Unknown mode.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown graph mode {mode!r}: choose one of {', '.join(MODES)}")
+    nest = read_loop_nest(func)
+    return super_graph(nest) if mode == "super" else plain_graph(nest)

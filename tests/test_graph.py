@@ -1,0 +1,105 @@
+"""Loop-nest graph encoder on small hand-written PrimFuncs with known loops."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+from tvm import s_tir, te
+
+from metatune.graph import CONTROL, METADATA, NESTING, NODE_FEATURES, SLOT_INDEX, SLOTS, encode
+from metatune.loopnest import LOOP_FEATURES, read_loop_nest
+from metatune.workloads import KINDS, Workload, sample_workload
+
+F = {name: i for i, name in enumerate(LOOP_FEATURES)}
+
+
+def _matmul(m=8, n=16, k=32):
+    a = te.placeholder((m, k), "float32", "A")
+    b = te.placeholder((n, k), "float32", "B")
+    r = te.reduce_axis((0, k), "k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[j, r], axis=r), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def test_unscheduled_matmul_nodes_edges_and_features():
+    nest = read_loop_nest(_matmul())
+    assert [(l.var, l.extent) for l in nest.loops] == [("i", 8), ("j", 16), ("k", 32)]
+    assert [l.role for l in nest.loops] == ["y", "f", "rc"]
+    assert all(l.stage == "main" and l.level == 0 for l in nest.loops)
+    k = nest.loops[2].features
+    j = nest.loops[1].features
+    assert j[F["buf0_log_stride"]] == pytest.approx(1.0)  # C[i, j]: stride 1 -> log2(2)
+    assert k[F["log_extent"]] == pytest.approx(math.log2(33))
+    assert k[F["serial"]] == 1.0 and k[F["innermost"]] == 1.0
+    # buffers: C (write), then the larger read; k does not move C: reuse
+    assert k[F["buf0_reuse"]] == 1.0 and k[F["buf1_reuse"]] == 0.0
+    assert k[F["buf1_log_stride"]] == pytest.approx(math.log2(2))  # B[j, k]: stride 1
+    # bytes touched by loop i (with the loops inside): all of B (larger read), all of A
+    i = nest.loops[0].features
+    assert i[F["buf1_log_bytes"]] == pytest.approx(math.log2(1 + 16 * 32 * 4))
+    assert i[F["buf2_log_bytes"]] == pytest.approx(math.log2(1 + 8 * 32 * 4))
+    # one row of A per iteration of i: loop j touches 32 floats of A
+    assert j[F["buf2_log_bytes"]] == pytest.approx(math.log2(1 + 32 * 4))
+
+    g = encode(_matmul(), "plain")
+    assert g.x.shape == (1 + 2 * 3, NODE_FEATURES)
+    edges = {(int(s), int(d), int(t)) for s, d, t in zip(*g.edge_index, g.edge_type)}
+    assert edges == {(0, 1, CONTROL), (0, 2, CONTROL), (0, 3, CONTROL),
+                     (1, 4, METADATA), (2, 5, METADATA), (3, 6, METADATA),
+                     (1, 2, NESTING), (2, 3, NESTING)}
+
+
+def test_scheduled_loops_get_kind_level_and_stride():
+    sch = s_tir.Schedule(_matmul())
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, factors=[4, 4])
+    sch.parallel(i)
+    sch.vectorize(j1)
+    nest = read_loop_nest(sch.mod["main"])
+    by_var = {l.var: l for l in nest.loops}
+    assert by_var["i"].features[F["parallel"]] == 1.0
+    assert by_var["j_1"].features[F["vectorized"]] == 1.0
+    assert (by_var["j_0"].level, by_var["j_1"].level) == (0, 1)
+    assert by_var["j_0"].role == by_var["j_1"].role == "f"
+    # j_0 steps 4 columns of C, j_1 one
+    assert by_var["j_0"].features[F["buf0_log_stride"]] == pytest.approx(math.log2(5))
+    assert by_var["j_1"].features[F["buf0_log_stride"]] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_super_graph_slots_mean_the_same_across_types(kind):
+    wl = sample_workload(kind, random.Random(1))
+    g = encode(wl.prim_func(), "super")
+    assert g.x.shape == (1 + 2 * len(SLOTS), NODE_FEATURES)
+    present = {SLOTS[i] for i in range(len(SLOTS)) if g.x[1 + i, 3] == 1.0}
+    # every type fills the main-stage output-channel and innermost-spatial slots
+    assert ("main", "f", 0) in present
+    assert ("main", "x" if kind != "dense" else "y", 0) in present
+    if kind in ("conv2d", "conv2d_transpose", "conv1d", "conv1d_transpose", "dense"):
+        assert ("main", "rc", 0) in present
+    # iterval slot k mirrors for slot k
+    assert torch.equal(g.x[1:1 + len(SLOTS), 3], g.x[1 + len(SLOTS):, 3])
+
+
+def test_same_roles_for_conv2d_and_depthwise_axes():
+    conv = read_loop_nest(Workload("conv2d", 16, 14, 32, 3, 1).prim_func())
+    dw = read_loop_nest(Workload("depthwise", 16, 14, 16, 3, 1).prim_func())
+    main = lambda nest: [l.role for l in nest.loops if l.stage == "main"]  # noqa: E731
+    assert main(conv) == ["n", "f", "y", "x", "rc", "ry", "rx"]
+    assert main(dw) == ["n", "f", "y", "x", "ry", "rx"]
+
+
+@pytest.mark.parametrize("mode", ["plain", "super"])
+def test_encoding_is_deterministic(mode):
+    func = Workload("conv2d", 32, 28, 64, 3, 2).prim_func()
+    a, b = encode(func, mode), encode(func, mode)
+    assert torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index)
+
+
+def test_unknown_mode():
+    with pytest.raises(ValueError, match="plain, super"):
+        encode(_matmul(), "fancy")
