@@ -9,7 +9,8 @@ variants alternating seed by seed on one machine:
   ``EvolutionarySearch()`` defaults, exactly as MetaSchedule ships.
 - ``metatune``: what ``tune.py`` uses (its ``configs/tune.yaml`` search and runner
   settings): target-specific tensor intrinsics only, a persistent pre-initialized
-  builder pool, a pre-initialized runner.
+  builder pool, a pre-initialized runner, its round-by-round scheduler and no-repeat
+  search wrapper.
 
 Usage:
     python bench/bench_trial_overhead.py --seeds 0 1 2 --trials 32 \
@@ -84,10 +85,14 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
         runner = make_runner(cfg["runner"], ("llvm",))
         ctxs = make_contexts([task], info.target, make_search("evolutionary",
                              cfg["search_params"]), work_dir, seed, info.num_cores)
-        ms.tune_tasks(tasks=ctxs, task_weights=[1.0], work_dir=work_dir,
-                      max_trials_global=trials, num_trials_per_iter=16, builder=builder,
-                      runner=runner, cost_model=make_cost_model("xgb", info.num_cores),
-                      measure_callbacks=callbacks)
+        from tuner.scheduler import EagerGradientScheduler
+
+        database = ms.database.JSONDatabase(work_dir=work_dir)
+        EagerGradientScheduler().tune(
+            tasks=ctxs, task_weights=[1.0], max_trials_global=trials,
+            max_trials_per_task=trials, num_trials_per_iter=16, builder=builder, runner=runner,
+            measure_callbacks=callbacks, database=database,
+            cost_model=make_cost_model("xgb", info.num_cores))
         builder.shutdown()
     t_end = time.perf_counter()
     result = {

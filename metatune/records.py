@@ -31,12 +31,15 @@ class Record:
         trace: The trace JSON (the schedule's instructions and sampling decisions).
         run_secs: Measured run times in seconds, or ``None`` if the measurement failed.
         line: 1-based line number in the record file.
+        raw: The record's JSON (``[trace, run_secs, target, args_info]``), as MetaSchedule's
+            ``TuningRecord.from_json`` takes it.
     """
 
     workload: int
     trace: list
     run_secs: list[float] | None
     line: int
+    raw: list = field(default_factory=list, repr=False)
 
     @property
     def valid(self) -> bool:
@@ -68,6 +71,18 @@ def _open(path: str):
     raise FileNotFoundError(f"{path} (or {path}.gz) does not exist")
 
 
+def read_workload_json(db_dir: str) -> list[list | None]:
+    """The workload file's JSON entries in index order (``None`` for corrupt lines)."""
+    entries: list[list | None] = []
+    with _open(os.path.join(db_dir, WORKLOAD_FILE)) as f:
+        for line in f:
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                entries.append(None)
+    return entries
+
+
 def read_workload_hashes(db_dir: str) -> list[str]:
     """Structural hashes of the workloads, in index order (corrupt lines become ``""``)."""
     hashes = []
@@ -94,9 +109,11 @@ def iter_records(db_dir: str, stats: ReadStats | None = None) -> Iterator[Record
                 continue
             stats.lines += 1
             try:
-                index, (trace, run_secs, *_rest) = json.loads(line)
+                index, raw = json.loads(line)
+                trace, run_secs = raw[0], raw[1]
                 record = Record(int(index), trace,
-                                None if run_secs is None else [float(s) for s in run_secs], number)
+                                None if run_secs is None else [float(s) for s in run_secs], number,
+                                raw)
             except (json.JSONDecodeError, ValueError, TypeError):
                 stats.corrupt += 1
                 stats.corrupt_lines.append(number)

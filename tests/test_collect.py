@@ -34,18 +34,19 @@ def test_collect_resumes_without_duplicates(tmp_path, capsys):
     assert collect.main(["run", *base, "train_samples=4"]) == 0
     packed = tmp_path / "data" / "train" / (RECORD_FILE + ".gz")
     first = _traces(str(packed))
-    assert len(first) == 4
+    assert 4 <= len(first) <= 8  # failed samples are replaced, up to 2x attempts
     meta = json.loads((tmp_path / "data" / "train" / "meta.json").read_text())
     assert meta["workloads"][0]["kind"] == "conv1d" and meta["machine"]["cpu"]
     # the working copy is gone (as on a fresh clone): the rerun unpacks and continues
     os.remove(tmp_path / "work" / "train" / RECORD_FILE)
     assert collect.main(["run", *base, "train_samples=6"]) == 0
     second = _traces(str(packed))
-    assert second[:4] == first and len(second) == 6
+    assert second[: len(first)] == first and len(second) >= 6
     assert len(set(second)) == len(second), "a schedule was measured twice"
     capsys.readouterr()
     assert collect.main(["summary", "--json", *base]) == 0
     summary = json.loads(capsys.readouterr().out)["train"]
     assert summary["workloads"] == 1
-    assert summary["valid_samples"] + summary["failed_samples"] == 6
+    assert summary["valid_samples"] + summary["failed_samples"] == len(second)
+    assert summary["valid_samples"] == 6 or len(second) == 12
     assert summary["per_kind"]["conv1d"]["workloads"] == 1

@@ -134,7 +134,8 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     from tvm_ffi import structural_hash
 
     from tuner.builder import PersistentBuilder
-    from tuner.database import check_database_files, ensure_work_dir, measured_per_task
+    from tuner.database import (check_database_files, ensure_work_dir,
+                                 valid_and_measured_per_task)
     from tuner.intrinsics import load_tensor_intrinsics
     from tuner.report import machine_info
     from tuner.targets import resolve_target
@@ -163,19 +164,24 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
             unpack(out, work)
             check_database_files(work, repair=True)  # a kill can tear the last line
             database = ms.database.JSONDatabase(work_dir=work)
-            done = measured_per_task(database, [e.mod for e in entries])
+            counts = valid_and_measured_per_task(database, [e.mod for e in entries])
             bar = tqdm(total=sum(e.samples for e in entries),
-                       initial=sum(min(d, e.samples) for d, e in zip(done, entries)),
+                       initial=sum(min(v, e.samples) for (v, _), e in zip(counts, entries)),
                        desc=f"collect {split}", unit="sample", disable=not cfg["progress"],
                        dynamic_ncols=True)
             write_meta(cfg, split, entries, info, machine_info(), structural_hash)
-            for entry, have in zip(entries, done):
-                remaining = entry.samples - have
-                if remaining <= 0:
-                    continue
-                bar.set_postfix_str(entry.name)
-                _measure(entry, remaining, have, info, database, builder, runner, work, cfg,
-                         bar, task_loggers(work, [entry.name])[0])
+            for entry, (valid, measured) in zip(entries, counts):
+                # failed samples are kept but do not count: measure until enough are valid,
+                # giving up after twice the wanted number of attempts
+                while valid < entry.samples and measured < 2 * entry.samples:
+                    bar.set_postfix_str(entry.name)
+                    _measure(entry, min(entry.samples - valid, 2 * entry.samples - measured),
+                             measured, info, database, builder, runner, work, cfg, bar,
+                             task_loggers(work, [entry.name])[0])
+                    before = measured
+                    (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
+                    if measured == before:  # the design space has nothing new left
+                        break
                 pack(work, out)
             bar.close()
             pack(work, out)
@@ -204,7 +210,7 @@ def _measure(entry: Entry, remaining: int, have: int, info, database, builder, r
                         f.write(json.dumps({"workload": entry.name, "stage": stage,
                                             "error": _first_line(b.error_msg or r.error_msg)})
                                 + "\n")
-            bar.update(len(runs))
+            bar.update(sum(not (b.error_msg or r.error_msg) for b, r in zip(builds, runs)))
 
     ctx = ms.TuneContext(
         mod=entry.mod, target=info.target, space_generator="post-order-apply",

@@ -137,6 +137,21 @@ def measured_per_task(database, task_mods: list) -> list[int]:
     return [counts.get(structural_hash(mod), 0) for mod in task_mods]
 
 
+def valid_and_measured_per_task(database, task_mods: list) -> list[tuple[int, int]]:
+    """``(valid, measured)`` counts of each task's records (failures have no valid time)."""
+    from tvm_ffi import structural_hash
+
+    valid: Counter = Counter()
+    total: Counter = Counter()
+    for r in database.get_all_tuning_records():
+        key = structural_hash(r.workload.mod)
+        total[key] += 1
+        secs = [float(s) for s in r.run_secs] if r.run_secs else []
+        valid[key] += int(bool(secs) and all(0 < s < 1e9 for s in secs))
+    keys = [structural_hash(mod) for mod in task_mods]
+    return [(valid.get(k, 0), total.get(k, 0)) for k in keys]
+
+
 def best_seconds_per_task(database, task_mods: list) -> list[float | None]:
     """The best measured mean run time of each task, in seconds (``None`` if none valid)."""
     best: list[float | None] = []

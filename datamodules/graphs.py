@@ -1,0 +1,145 @@
+"""Data for training: supervised graph batches and episodic N-way K-shot tasks.
+
+Workloads are split, never samples: a workload is in the training or the validation
+split, not both (the held-out network workloads are a third, separate split on disk).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import IterableDataset
+
+from metatune.dataset import WorkloadSamples, load_split
+
+
+def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,
+                    seed: int) -> tuple[list[WorkloadSamples], list[WorkloadSamples]]:
+    """Disjoint (train, val) workload lists; each kind keeps at least one train workload.
+
+    Args:
+        workloads: All training-split workloads.
+        val_fraction: Fraction of each kind's workloads put in validation.
+        seed: Shuffle seed.
+    """
+    rng = random.Random(seed)
+    train, val = [], []
+    kinds = sorted({w.kind for w in workloads})
+    for kind in kinds:
+        group = [w for w in workloads if w.kind == kind]
+        rng.shuffle(group)
+        n_val = min(len(group) - 1, round(len(group) * val_fraction))
+        val += group[:n_val]
+        train += group[n_val:]
+    return train, val
+
+
+class EpisodeDataset(IterableDataset):
+    """Endless N-way K-shot regression tasks: N workloads, K support + Q query each.
+
+    Each item is ``(support, query)``: two PyG ``Batch`` objects whose graphs carry
+    ``y`` targets. Workloads with fewer than ``shots + queries`` samples are not drawn.
+
+    Args:
+        workloads: The workloads to draw from.
+        ways: Workloads per task (N).
+        shots: Support samples per workload (K).
+        queries: Query samples per workload.
+        seed: Random seed.
+    """
+
+    def __init__(self, workloads: list[WorkloadSamples], ways: int, shots: int, queries: int,
+                 seed: int = 0) -> None:
+        super().__init__()
+        self.pool = [w for w in workloads if len(w.graphs) >= shots + queries]
+        if not self.pool:
+            raise ValueError(f"no workload has {shots + queries} samples for {shots}-shot tasks "
+                             f"with {queries} queries: lower meta.shots / meta.queries")
+        self.ways = min(ways, len(self.pool))
+        self.shots, self.queries, self.seed = shots, queries, seed
+
+    def __iter__(self) -> Iterator[tuple]:
+        from torch_geometric.data import Batch
+
+        rng = random.Random(self.seed)
+        while True:
+            support, query = [], []
+            for w in rng.sample(self.pool, self.ways):
+                picked = rng.sample(w.graphs, self.shots + self.queries)
+                support += picked[: self.shots]
+                query += picked[self.shots:]
+            yield Batch.from_data_list(support), Batch.from_data_list(query)
+
+
+def _collate_tasks(tasks: list) -> list:
+    return tasks
+
+
+class GraphDataModule(pl.LightningDataModule):
+    """Supervised batches (pre-training) and episodic tasks (meta-training).
+
+    Args:
+        split_dir: ``data/<target>/train``.
+        mode: Graph mode (``super`` or ``plain``).
+        cache_dir: Encoded-graph cache directory.
+        val_fraction: Fraction of workloads (per kind) held for validation.
+        batch_size: Graphs per supervised batch.
+        ways, shots, queries: Episodic task shape.
+        tasks_per_batch: Tasks per meta-batch.
+        val_tasks: Validation tasks per epoch.
+        seed: Seed of the workload split and the samplers.
+    """
+
+    def __init__(self, split_dir: str, mode: str, cache_dir: str | None = None,
+                 val_fraction: float = 0.15, batch_size: int = 64, ways: int = 5,
+                 shots: int = 8, queries: int = 16, tasks_per_batch: int = 4,
+                 val_tasks: int = 16, seed: int = 0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.train_workloads: list[WorkloadSamples] = []
+        self.val_workloads: list[WorkloadSamples] = []
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_workloads:
+            return
+        hp = self.hparams
+        workloads = load_split(hp.split_dir, hp.mode, hp.cache_dir)
+        if len(workloads) < 2:
+            raise ValueError(f"{hp.split_dir}: {len(workloads)} workload(s) with samples; "
+                             "training needs at least 2 (collect more: python collect.py run)")
+        self.train_workloads, self.val_workloads = split_workloads(
+            workloads, hp.val_fraction, hp.seed)
+
+    def feature_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and std of node features over the training graphs (``in_features`` each)."""
+        x = torch.cat([g.x for w in self.train_workloads for g in w.graphs])
+        return x.mean(0), x.std(0)
+
+    def _graphs(self, workloads: list[WorkloadSamples]) -> list:
+        return [g for w in workloads for g in w.graphs]
+
+    def train_dataloader(self):
+        from torch_geometric.loader import DataLoader
+
+        return DataLoader(self._graphs(self.train_workloads), batch_size=self.hparams.batch_size,
+                          shuffle=True)
+
+    def val_dataloader(self):
+        from torch_geometric.loader import DataLoader
+
+        return DataLoader(self._graphs(self.val_workloads or self.train_workloads),
+                          batch_size=self.hparams.batch_size)
+
+    def episodes(self, train: bool = True, seed: int | None = None):
+        """A loader of lists of ``tasks_per_batch`` episodic tasks (train or val workloads)."""
+        from torch.utils.data import DataLoader
+
+        hp = self.hparams
+        source = self.train_workloads if train else (self.val_workloads or self.train_workloads)
+        data = EpisodeDataset(source, hp.ways, hp.shots, hp.queries,
+                              hp.seed if seed is None else seed)
+        return DataLoader(data, batch_size=hp.tasks_per_batch if train else 1,
+                          collate_fn=_collate_tasks)

@@ -1,0 +1,136 @@
+"""Measured records -> loop-nest graphs with per-workload normalized targets.
+
+Target: a candidate's throughput relative to the best measured candidate of its
+workload, ``y = best_seconds / seconds`` in (0, 1] (higher is better). It is scale-free,
+so workloads of very different sizes share one regression problem, and it is what the
+tuner needs: a ranking within a workload. Failed measurements are left out.
+
+Graphs are built by replaying each record's trace on its workload (TVM is needed here,
+as for any TIR reading) and cached under ``cache_dir`` keyed by the data files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from metatune.records import ReadStats, iter_records, read_workload_json
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkloadSamples:
+    """The measured candidates of one workload.
+
+    Attributes:
+        name: Workload name (``meta.json``).
+        kind: Workload kind (``conv2d``, ..., ``dense``, ``network-conv``).
+        graphs: PyG ``Data`` graphs; each has ``y`` (a 1-element tensor, the target) and
+            ``seconds`` (the measured mean run time).
+    """
+
+    name: str
+    kind: str
+    graphs: list = field(default_factory=list)
+
+
+def relative_throughput(seconds: list[float]) -> list[float]:
+    """``best / s`` for each run time ``s``: 1.0 for the best candidate."""
+    best = min(seconds)
+    return [best / s for s in seconds]
+
+
+def _fingerprint(split_dir: str, mode: str) -> str:
+    h = hashlib.sha256(mode.encode())
+    for name in sorted(os.listdir(split_dir)):
+        st = os.stat(os.path.join(split_dir, name))
+        h.update(f"{name}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+def load_split(split_dir: str, mode: str, cache_dir: str | None = None,
+               min_samples: int = 2) -> list[WorkloadSamples]:
+    """Load one split of the dataset as graphs.
+
+    Args:
+        split_dir: ``data/<target>/<split>`` with ``meta.json`` and the database files.
+        mode: Graph mode, ``"super"`` or ``"plain"``.
+        cache_dir: Where to cache the encoded graphs (``None``: no cache).
+        min_samples: Workloads with fewer valid samples are skipped.
+
+    Returns:
+        The workloads with their graphs, in ``meta.json`` order.
+
+    Raises:
+        FileNotFoundError: ``split_dir`` has no ``meta.json``.
+    """
+    meta_path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(meta_path):
+        raise FileNotFoundError(
+            f"{meta_path} not found: collect the dataset first (python collect.py run)")
+    cache = None
+    if cache_dir:
+        os.makedirs(cache_dir, exist_ok=True)
+        cache = os.path.join(cache_dir, f"{os.path.basename(split_dir)}-{mode}-"
+                             f"{_fingerprint(split_dir, mode)}.pt")
+        if os.path.exists(cache):
+            return torch.load(cache, weights_only=False)
+    out = _encode_split(split_dir, mode, min_samples)
+    if cache:
+        torch.save(out, cache)
+    return out
+
+
+def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    from metatune.graph import encode
+
+    with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    by_hash = {w["shash"]: w for w in meta["workloads"]}
+    entries = read_workload_json(split_dir)
+    workloads: dict[int, tuple] = {}
+    for i, entry in enumerate(entries):
+        info = by_hash.get(str(entry[0])) if entry else None
+        if info is not None:
+            workloads[i] = (info, Workload.from_json(entry))
+    graphs: dict[str, list] = {}
+    stats = ReadStats()
+    skipped = 0
+    for rec in iter_records(split_dir, stats):
+        if not rec.valid or rec.workload not in workloads:
+            continue
+        info, workload = workloads[rec.workload]
+        try:
+            record = TuningRecord.from_json(rec.raw, workload)
+            sch = Schedule(workload.mod)
+            record.trace.apply_to_schedule(sch, remove_postproc=False)
+            graph = encode(sch.mod["main"], mode)
+        except Exception as err:  # a trace that does not replay is skipped, counted
+            skipped += 1
+            logger.warning("%s line %d: record skipped (%s)", split_dir, rec.line,
+                           str(err).splitlines()[-1][:120])
+            continue
+        graph.seconds = torch.tensor([rec.mean_seconds])
+        graphs.setdefault(info["name"], []).append(graph)
+    if stats.corrupt or skipped:
+        logger.warning("%s: %d corrupt and %d unreplayable records skipped", split_dir,
+                       stats.corrupt, skipped)
+    out = []
+    for w in meta["workloads"]:
+        gs = graphs.get(w["name"], [])
+        if len(gs) < min_samples:
+            continue
+        ys = relative_throughput([float(g.seconds) for g in gs])
+        for g, y in zip(gs, ys):
+            g.y = torch.tensor([y], dtype=torch.float32)
+        out.append(WorkloadSamples(w["name"], w["kind"], gs))
+    return out

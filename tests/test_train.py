@@ -1,0 +1,84 @@
+"""train.py on a tiny real dataset: splits, fast_dev_run, checkpoint round trip, config errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import collect
+from datamodules.graphs import EpisodeDataset, split_workloads
+from lightning_modules.app import load_train_config, run_train
+from lightning_modules.meta import MetaModule
+from metatune.dataset import load_split
+from metatune.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """Two real workloads (conv1d, conv1d-transpose), 6 measured samples each."""
+    root = tmp_path_factory.mktemp("data")
+    assert collect.main(["run", f"out={root / 'ds'}", f"work_dir={root / 'work'}",
+                         "splits=[train]", "per_kind=1", "limit=2", "train_samples=6",
+                         "trials_per_round=6", "progress=false",
+                         "runner.min_repeat_ms=10"]) == 0
+    return root
+
+
+def _overrides(root, **extra) -> list[str]:
+    base = {"data_dir": root / "ds", "cache_dir": root / "cache", "log_dir": root / "runs",
+            "out": root / "model.ckpt", "pretrain.epochs": 2, "meta.steps": 3,
+            "meta.val_every": 3, "meta.ways": 2, "meta.shots": 2, "meta.queries": 2,
+            "meta.tasks_per_batch": 2, "meta.val_tasks": 2, "model.hidden": 8,
+            "model.head_hidden": 8, "data.batch_size": 4, "accelerator": "cpu"}
+    base.update(extra)
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+@pytest.mark.parametrize("mode", ["super", "plain"])
+def test_dataset_targets_are_relative_throughput(tiny_data, mode):
+    workloads = load_split(str(tiny_data / "ds" / "train"), mode, str(tiny_data / "cache"))
+    assert [w.kind for w in workloads] == ["conv1d", "conv1d_transpose"]
+    for w in workloads:
+        ys = torch.cat([g.y for g in w.graphs])
+        assert float(ys.max()) == 1.0 and float(ys.min()) > 0.0
+        best = min(float(g.seconds) for g in w.graphs)
+        assert all(abs(float(g.y) - best / float(g.seconds)) < 1e-6 for g in w.graphs)
+
+
+def test_splits_are_disjoint_by_workload(tiny_data):
+    workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
+    doubled = workloads + [type(w)(w.name + "-copy", w.kind, w.graphs) for w in workloads]
+    train, val = split_workloads(doubled, 0.5, seed=0)
+    assert {w.name for w in train}.isdisjoint({w.name for w in val})
+    assert {w.kind for w in train} == {w.kind for w in doubled}  # every kind trains
+    assert len(train) + len(val) == len(doubled)
+    support, query = next(iter(EpisodeDataset(workloads, ways=2, shots=2, queries=3)))
+    assert support.num_graphs == 4 and query.num_graphs == 6
+
+
+def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
+    result = run_train(load_train_config(overrides=_overrides(tiny_data, fast_dev_run=True)))
+    result = run_train(load_train_config(overrides=_overrides(tiny_data)))
+    assert "meta/val_query_loss_after" in result["metrics"]
+    module = MetaModule.load_from_checkpoint(result["checkpoint"], map_location="cpu")
+    net = module.net.eval()
+    workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
+    from torch_geometric.data import Batch
+
+    batch = Batch.from_data_list(workloads[0].graphs)
+    again = MetaModule.load_from_checkpoint(result["checkpoint"], map_location="cpu").net.eval()
+    with torch.no_grad():
+        a = net(batch.x, batch.edge_index, batch.batch)
+        b = again(batch.x, batch.edge_index, batch.batch)
+    assert torch.equal(a, b) and a.shape == (len(workloads[0].graphs),)
+    assert float(net.x_std.min()) > 0  # normalization statistics travel in the checkpoint
+    assert not torch.equal(net.x_mean, torch.zeros_like(net.x_mean))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("meta.nope=1", "nope"), ("graph=fancy", "super or plain"), ("meta.shots=0", "positive"),
+    ("pretrain.lr=fast", "lr"),
+])
+def test_bad_config(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_train_config(overrides=[override])
