@@ -68,6 +68,7 @@ def test_resume_measures_nothing_twice(tuned):
         overrides=overrides + ["trials=24", "evaluate.enabled=false"]))
     after = _records(work)
     assert after[: len(before)] == before  # nothing lost or rewritten
-    assert len(after) == len(before) + more["trials_run"] and more["trials_run"] >= 8
+    # a proposal that repeats a stored measurement is dropped, not measured: up to 8 new
+    assert len(after) == len(before) + more["trials_run"] and 1 <= more["trials_run"] <= 8
     keys = _trace_keys(after)
     assert len(keys) == len(set(keys)), "a candidate was measured twice"

@@ -170,7 +170,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
     before = measured_per_task(database, mods)
     trials_before = sum(before)
     remaining = int(cfg["trials"]) - trials_before
-    best = [None if b is None else b for b in best_seconds_per_task(database, mods)]
+    best = best_seconds_per_task(database, mods)
     if remaining <= 0:
         logger.info("database already holds %d measurements (budget %d): nothing to tune",
                     trials_before, cfg["trials"])
