@@ -38,7 +38,7 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--trials-per-task", type=int)
     p.add_argument("--trials-per-round", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--cost-model", help="xgb | mlp | random")
+    p.add_argument("--cost-model", help="xgb | mlp | random | metatune")
     p.add_argument("--search", help="evolutionary | replay")
     p.add_argument("--work-dir", help="database, logs, TensorBoard and report go here")
     p.add_argument("--repair-db", action="store_true",

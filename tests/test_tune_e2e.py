@@ -72,3 +72,29 @@ def test_resume_measures_nothing_twice(tuned):
     assert len(after) == len(before) + more["trials_run"] and 1 <= more["trials_run"] <= 8
     keys = _trace_keys(after)
     assert len(keys) == len(set(keys)), "a candidate was measured twice"
+
+
+@pytest.mark.parametrize("cost_model, search", [
+    ("metatune", "evolutionary"), ("random", "replay"), ("mlp", "evolutionary"),
+])
+def test_other_cost_models_and_searches_tune(cost_model, search, tmp_path):
+    overrides = [
+        "network=null", "model=tests.models:tiny_convnet", "input_shape=[8,16,16]",
+        f"work_dir={tmp_path}", "trials=8", "trials_per_round=8",
+        "search_params.population_size=32", "search_params.init_min_unmeasured=8",
+        "runner.min_repeat_ms=10", "evaluate.enabled=false", "progress=false",
+        "tensorboard=false", "log_level=WARNING", f"cost_model={cost_model}",
+        f"search={search}", "metatune.from_scratch=true",
+    ]
+    report = run_tune(load_tune_config(overrides=overrides))
+    assert report["trials_run"] >= 1 and len(_records(tmp_path)) == report["trials_run"]
+
+
+def test_metatune_without_checkpoint_says_what_to_do(tmp_path, capsys):
+    import tune
+
+    code = tune.main(["--model", "tests.models:tiny_convnet", "--input-shape", "8,16,16",
+                      "--work-dir", str(tmp_path), "--cost-model", "metatune",
+                      f"metatune.checkpoint={tmp_path / 'missing.ckpt'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "python train.py" in err and "metatune.from_scratch=true" in err

@@ -63,6 +63,17 @@ class EvaluateConfig:
 
 
 @dataclass
+class MetaTuneModelConfig:
+    """The MetaTune cost model (``cost_model=metatune``)."""
+
+    checkpoint: Optional[str] = None  # default: checkpoints/llvm-<graph>.ckpt
+    graph: str = "super"
+    from_scratch: bool = False
+    adapt_steps: int = 5
+    adapt_lr: float = 0.01
+
+
+@dataclass
 class TuneConfig:
     """Every setting of ``tune.py``; ``configs/tune.yaml`` holds the defaults."""
 
@@ -82,6 +93,7 @@ class TuneConfig:
     cost_model: str = "xgb"
     search: str = "evolutionary"
     search_params: SearchParams = field(default_factory=SearchParams)
+    metatune: MetaTuneModelConfig = field(default_factory=MetaTuneModelConfig)
     builder: BuilderConfig = field(default_factory=BuilderConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
@@ -139,6 +151,8 @@ def validate(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"trials_per_task={cfg['trials_per_task']}: must be positive (or null)")
     if cfg["cost_model"] not in COST_MODELS:
         raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of {', '.join(COST_MODELS)}")
+    if cfg["metatune"]["graph"] not in ("super", "plain"):
+        raise ConfigError(f"metatune.graph={cfg['metatune']['graph']!r}: choose super or plain")
     if cfg["search"] not in SEARCHES:
         raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
     if cfg["batch"] <= 0:

@@ -28,6 +28,12 @@ class CheckpointError(MetaTuneError):
     """The cost-model checkpoint is missing or unreadable."""
 
 
+def default_checkpoint(graph: str = "super", dataset: str = "llvm") -> str:
+    """The checkpoint ``train.py`` writes by default: ``checkpoints/<dataset>-<graph>.ckpt``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(root, "checkpoints", f"{dataset}-{graph}.ckpt")
+
+
 def load_net(checkpoint: str | None, *, from_scratch: bool = False, hidden: int = 64):
     """The GCN cost network from a checkpoint, or a fresh one.
 
@@ -48,14 +54,15 @@ def load_net(checkpoint: str | None, *, from_scratch: bool = False, hidden: int 
     if not checkpoint or not os.path.isfile(checkpoint):
         raise CheckpointError(
             f"cost-model checkpoint {checkpoint!r} not found: train one with python train.py, "
-            "pass its path, or start the model from scratch (cost_model_from_scratch=true)")
+            "pass its path (metatune.checkpoint=PATH), or start the model from scratch "
+            "(metatune.from_scratch=true)")
     try:
         return MetaModule.load_from_checkpoint(checkpoint, map_location="cpu").net
     except Exception as err:  # torch/Lightning raise many types on a bad file
         raise CheckpointError(
             f"cannot load cost-model checkpoint {checkpoint!r} ({type(err).__name__}: "
             f"{str(err).splitlines()[0][:160]}); retrain it with python train.py or start "
-            "the model from scratch (cost_model_from_scratch=true)") from err
+            "the model from scratch (metatune.from_scratch=true)") from err
 
 
 @dataclass

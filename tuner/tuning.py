@@ -15,7 +15,7 @@ from tuner.tasks import TaskInfo
 
 logger = logging.getLogger(__name__)
 
-COST_MODELS = ("xgb", "mlp", "random")
+COST_MODELS = ("xgb", "mlp", "random", "metatune")
 SEARCHES = ("evolutionary", "replay")
 
 
@@ -40,18 +40,37 @@ class TuningOutcome:
     errors: list[tuple[str, int]] = field(default_factory=list)
 
 
-def make_cost_model(name: str, num_cores: int):
-    """A MetaSchedule cost model by name (``xgb``, ``mlp``, ``random``).
+def make_cost_model(name: str, num_cores: int, metatune: dict | None = None):
+    """A cost model by name: MetaSchedule's ``xgb``, ``mlp``, ``random``, or ``metatune``.
+
+    Args:
+        name: The cost model.
+        num_cores: Cores XGBoost may use.
+        metatune: The ``metatune`` config section (checkpoint, graph, ...).
 
     Raises:
         ConfigError: Unknown name.
+        tuner.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
     """
     from tvm.s_tir import meta_schedule as ms
 
     if name not in COST_MODELS:
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
+    if name == "metatune":
+        from tuner.cost_model import MetaTuneCostModel, default_checkpoint, load_net
+
+        m = metatune or {}
+        net = load_net(m.get("checkpoint") or default_checkpoint(m.get("graph", "super")),
+                       from_scratch=bool(m.get("from_scratch")))
+        return MetaTuneCostModel(net=net, graph=m.get("graph", "super"),
+                                 adapt_steps=int(m.get("adapt_steps", 5)),
+                                 adapt_lr=float(m.get("adapt_lr", 0.01)))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
+    if name == "mlp":
+        from tuner.mlp import make_mlp_model
+
+        return make_mlp_model()
     return ms.cost_model.CostModel.create(name)
 
 
@@ -180,6 +199,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         logger.info("resuming: %d measurements in the database, %d to go",
                     trials_before, remaining)
 
+    cost_model = make_cost_model(cfg["cost_model"], target_info.num_cores, cfg["metatune"])
     kinds = (target_info.kind,)
     builder = PersistentBuilder(
         max_workers=int(cfg["builder"]["workers"] or target_info.num_cores),
@@ -210,7 +230,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
             runner=runner,
             measure_callbacks=callbacks,
             database=database,
-            cost_model=make_cost_model(cfg["cost_model"], target_info.num_cores),
+            cost_model=cost_model,
         )
     except Exception as err:
         if failures.stalled is not None:
