@@ -23,17 +23,10 @@ def load_config(overrides: list[str], yaml_path: str = DEFAULT_YAML) -> dict:
     Raises:
         ConfigError: Unknown key or bad value.
     """
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
+    from metatune.config import merge_config
     from metatune.errors import ConfigError
 
-    base = OmegaConf.load(yaml_path)
-    OmegaConf.set_struct(base, True)
-    try:
-        cfg = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(overrides)))
-    except OmegaConfBaseException as err:
-        raise ConfigError(f"bad collect config: {str(err).splitlines()[0]}") from err
+    cfg = merge_config(None, yaml_path, overrides, "collect")
     for key in ("train_samples", "heldout_samples", "per_kind", "trials_per_round"):
         if int(cfg[key]) <= 0:
             raise ConfigError(f"{key}={cfg[key]}: must be positive")

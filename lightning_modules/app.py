@@ -7,13 +7,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
+from metatune.config import REPO_ROOT, default_checkpoint, merge_config
 from metatune.errors import ConfigError
 
 logger = logging.getLogger("metatune.train")
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TRAIN_YAML = os.path.join(REPO_ROOT, "configs", "train.yaml")
 
 
@@ -78,17 +75,7 @@ def load_train_config(yaml_path: str | None = DEFAULT_TRAIN_YAML,
     Raises:
         ConfigError: Unknown key, wrong type or invalid value.
     """
-    try:
-        cfg = OmegaConf.structured(TrainConfig)
-        if yaml_path:
-            cfg = OmegaConf.merge(cfg, OmegaConf.load(yaml_path))
-        if overrides:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
-        plain = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None)
-        raise ConfigError(f"bad train config{f' (key {key!r})' if key else ''}: "
-                          f"{str(err).splitlines()[0]}; see configs/train.yaml") from err
+    plain = merge_config(TrainConfig, yaml_path, overrides, "train")
     if plain["graph"] not in ("super", "plain"):
         raise ConfigError(f"graph={plain['graph']!r}: choose super or plain")
     for section, key in (("pretrain", "epochs"), ("meta", "steps"), ("meta", "ways"),
@@ -101,12 +88,6 @@ def load_train_config(yaml_path: str | None = DEFAULT_TRAIN_YAML,
 
 def _abs(path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(REPO_ROOT, path)
-
-
-def default_checkpoint(data_dir: str, graph: str) -> str:
-    """``checkpoints/<dataset name>-<graph>.ckpt``, e.g. ``checkpoints/llvm-super.ckpt``."""
-    return os.path.join(REPO_ROOT, "checkpoints",
-                        f"{os.path.basename(os.path.normpath(data_dir))}-{graph}.ckpt")
 
 
 def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -165,7 +146,8 @@ def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     else:
         trainer.strategy.connect(meta)
-    out = _abs(cfg["out"]) if cfg["out"] else default_checkpoint(cfg["data_dir"], cfg["graph"])
+    dataset = os.path.basename(os.path.normpath(cfg["data_dir"]))
+    out = _abs(cfg["out"]) if cfg["out"] else default_checkpoint(dataset, cfg["graph"])
     os.makedirs(os.path.dirname(out), exist_ok=True)
     if m["steps"] > 0:
         trainer.save_checkpoint(out)

@@ -173,6 +173,7 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
             for entry, (valid, measured) in zip(entries, counts):
                 # failed samples are kept but do not count: measure until enough are valid,
                 # giving up after twice the wanted number of attempts
+                start, first = time.perf_counter(), measured
                 while valid < entry.samples and measured < 2 * entry.samples:
                     bar.set_postfix_str(entry.name)
                     _measure(entry, min(entry.samples - valid, 2 * entry.samples - measured),
@@ -182,6 +183,11 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
                     (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
                     if measured == before:  # the design space has nothing new left
                         break
+                if measured > first:
+                    seconds = time.perf_counter() - start
+                    logger.info("%s: %d samples in %.0f s (%.0f samples/min), %d valid",
+                                entry.name, measured - first, seconds,
+                                60 * (measured - first) / seconds, valid)
                 pack(work, out)
             bar.close()
             pack(work, out)

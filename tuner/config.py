@@ -6,12 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
+from metatune.config import REPO_ROOT, merge_config
 from metatune.errors import ConfigError
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 
 
@@ -19,7 +15,7 @@ DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 class SearchParams:
     """Keyword arguments of MetaSchedule's ``EvolutionarySearch``."""
 
-    population_size: int = 512
+    population_size: int = 256
     init_measured_ratio: float = 0.2
     init_min_unmeasured: int = 50
     max_fail_count: int = 5
@@ -118,20 +114,7 @@ def load_tune_config(yaml_path: str | None = DEFAULT_TUNE_YAML,
     Raises:
         ConfigError: An unknown key, a value of the wrong type, or an invalid value.
     """
-    try:
-        cfg = OmegaConf.structured(TuneConfig)
-        if yaml_path:
-            cfg = OmegaConf.merge(cfg, OmegaConf.load(yaml_path))
-        if overrides:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
-        plain = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None)
-        where = f" (key {key!r})" if key else ""
-        raise ConfigError(
-            f"bad tune config{where}: {str(err).splitlines()[0]}; see configs/tune.yaml "
-            "for the keys and their types"
-        ) from err
+    plain = merge_config(TuneConfig, yaml_path, overrides, "tune")
     validate(plain)
     return plain
 

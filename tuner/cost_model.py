@@ -28,12 +28,6 @@ class CheckpointError(MetaTuneError):
     """The cost-model checkpoint is missing or unreadable."""
 
 
-def default_checkpoint(graph: str = "super", dataset: str = "llvm") -> str:
-    """The checkpoint ``train.py`` writes by default: ``checkpoints/<dataset>-<graph>.ckpt``."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(root, "checkpoints", f"{dataset}-{graph}.ckpt")
-
-
 def load_net(checkpoint: str | None, *, from_scratch: bool = False, hidden: int = 64):
     """The GCN cost network from a checkpoint, or a fresh one.
 

@@ -241,8 +241,7 @@ def load_network(
 ) -> Network:
     """Load the network named by the tune configuration.
 
-    Exactly one of ``network``, ``onnx_path`` and ``model_spec`` is used, in that order
-    of precedence reversed (``onnx_path`` and ``model_spec`` override ``network``).
+    ``onnx_path`` wins over ``model_spec``, which wins over ``network``.
 
     Args:
         network: A built-in network name.

@@ -57,10 +57,11 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None):
     if name not in COST_MODELS:
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
     if name == "metatune":
-        from tuner.cost_model import MetaTuneCostModel, default_checkpoint, load_net
+        from metatune.config import default_checkpoint
+        from tuner.cost_model import MetaTuneCostModel, load_net
 
         m = metatune or {}
-        net = load_net(m.get("checkpoint") or default_checkpoint(m.get("graph", "super")),
+        net = load_net(m.get("checkpoint") or default_checkpoint(graph=m.get("graph", "super")),
                        from_scratch=bool(m.get("from_scratch")))
         return MetaTuneCostModel(net=net, graph=m.get("graph", "super"),
                                  adapt_steps=int(m.get("adapt_steps", 5)),
