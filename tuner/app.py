@@ -105,9 +105,10 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
         "config": cfg,
         "work_dir": work_dir,
     }
+    write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg["evaluate"]["enabled"]:
         evaluate_into(report, network, target_info, database, cfg["evaluate"])
-    write_report(work_dir, report)
+        write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
     print(format_report(report), flush=True)
     logger.info("report: %s%s", os.path.join(work_dir, "report.json"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import tempfile
 
 from tvm.ir.utils import derived_object
@@ -71,6 +72,7 @@ class PersistentBuilder(PyBuilder):
         self.timeout_sec = float(timeout_sec)
         self.target_kinds = tuple(target_kinds)
         self.max_uses = int(max_uses)
+        self._own_dir = artifact_dir is None
         self.artifact_dir = artifact_dir or tempfile.mkdtemp(prefix="metatune-build-")
         self._pool: PopenPoolExecutor | None = None
 
@@ -114,7 +116,9 @@ class PersistentBuilder(PyBuilder):
         return results
 
     def shutdown(self) -> None:
-        """Stop the worker processes."""
+        """Stop the worker processes and remove the artifact directory if we made it."""
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        if self._own_dir:
+            shutil.rmtree(self.artifact_dir, ignore_errors=True)

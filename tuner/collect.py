@@ -203,7 +203,7 @@ def _measure(entry: Entry, remaining: int, have: int, info, database, builder, r
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-    from tuner.monitor import _first_line
+    from tuner.monitor import error_summary
     from tuner.norepeat import NoRepeatSearch
 
     @derived_object
@@ -214,7 +214,7 @@ def _measure(entry: Entry, remaining: int, have: int, info, database, builder, r
                     if b.error_msg or r.error_msg:
                         stage = "build" if b.error_msg else "run"
                         f.write(json.dumps({"workload": entry.name, "stage": stage,
-                                            "error": _first_line(b.error_msg or r.error_msg)})
+                                            "error": error_summary(b.error_msg or r.error_msg)})
                                 + "\n")
             bar.update(sum(not (b.error_msg or r.error_msg) for b, r in zip(builds, runs)))
 

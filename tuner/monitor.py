@@ -30,7 +30,8 @@ def result_seconds(runner_result) -> float | None:
     return mean if mean < FAILED_SECONDS else None
 
 
-def _first_line(message: str) -> str:
+def error_summary(message: str) -> str:
+    """The informative line of a builder/runner error message (at most 200 characters)."""
     lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
     # TVM errors put the useful line last; builder/runner prefixes come first.
     return (lines[-1] if lines else "unknown error")[:200]
@@ -70,9 +71,9 @@ class FailureMonitor:
         round_errors: Counter = Counter()
         for build, run in zip(builder_results, runner_results):
             if build.error_msg:
-                round_errors["build: " + _first_line(build.error_msg)] += 1
+                round_errors["build: " + error_summary(build.error_msg)] += 1
             elif result_seconds(run) is None:
-                round_errors["run: " + _first_line(run.error_msg or "no run time")] += 1
+                round_errors["run: " + error_summary(run.error_msg or "no run time")] += 1
         n = len(runner_results)
         self.measured += n
         self.failures += sum(round_errors.values())
