@@ -48,8 +48,10 @@ class EagerGradientScheduler(PyTaskScheduler):
 
     def _score(self, task_id: int, weight: float) -> float:
         hist = self.history.get(task_id, [])
-        if not hist or not math.isfinite(hist[-1]):
-            return math.inf  # no valid measurement yet: try it first
+        if not hist:
+            return math.inf  # never measured: its first round comes first
+        if not math.isfinite(hist[-1]):
+            return 0.0  # measured, nothing valid so far: every improving task goes first
         best = hist[-1]
         back = 0.0
         if len(hist) > 1:
