@@ -18,7 +18,7 @@ FLAGS = {
     "batch": "batch", "target": "target", "trials": "trials",
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
     "seed": "seed", "cost_model": "cost_model", "search": "search", "work_dir": "work_dir",
-    "config": None,
+    "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
 }
 
 
@@ -40,6 +40,8 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--seed", type=int)
     p.add_argument("--cost-model", help="xgb | mlp | random | metatune")
     p.add_argument("--search", help="evolutionary | replay")
+    p.add_argument("--checkpoint", help="MetaTune cost-model checkpoint (python train.py)")
+    p.add_argument("--graph", help="super | plain: graph mode of the MetaTune checkpoint")
     p.add_argument("--work-dir", help="database, logs, TensorBoard and report go here")
     p.add_argument("--repair-db", action="store_true",
                    help="move unreadable database lines aside instead of stopping")
