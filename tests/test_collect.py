@@ -50,3 +50,17 @@ def test_collect_resumes_without_duplicates(tmp_path, capsys):
     assert summary["valid_samples"] + summary["failed_samples"] == len(second)
     assert summary["valid_samples"] == 6 or len(second) == 12
     assert summary["per_kind"]["conv1d"]["workloads"] == 1
+
+
+def test_heldout_split_collects_network_convolutions(tmp_path, capsys):
+    args = [f"out={tmp_path / 'data'}", f"work_dir={tmp_path / 'work'}", "splits=[heldout]",
+            "networks=[alexnet]", "limit=1", "heldout_samples=2", "trials_per_round=2",
+            "progress=false", "runner.min_repeat_ms=10"]
+    assert collect.main(["run", *args]) == 0
+    meta = json.loads((tmp_path / "data" / "heldout" / "meta.json").read_text())
+    assert meta["workloads"][0]["name"].startswith("alexnet/fused_conv2d")
+    assert meta["workloads"][0]["kind"] == "network-conv"
+    capsys.readouterr()
+    assert collect.main(["summary", "--json", *args]) == 0
+    summary = json.loads(capsys.readouterr().out)["heldout"]
+    assert summary["workloads"] == 1 and summary["valid_samples"] >= 2

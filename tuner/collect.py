@@ -110,6 +110,11 @@ def pack(work_dir: str, out_dir: str) -> None:
         os.replace(tmp, os.path.join(out_dir, name + ".gz"))
 
 
+def _file_safe(name: str) -> str:
+    """A workload name usable in a file name (held-out names contain ``/``)."""
+    return name.replace("/", "__")
+
+
 def _stream_seed(seed: int, name: str, done: int) -> int:
     """A random state unique to (seed, workload, samples already measured)."""
     digest = hashlib.sha256(f"{seed}/{name}/{done}".encode()).digest()
@@ -178,7 +183,7 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
                     bar.set_postfix_str(entry.name)
                     _measure(entry, min(entry.samples - valid, 2 * entry.samples - measured),
                              measured, info, database, builder, runner, work, cfg, bar,
-                             task_loggers(work, [entry.name])[0])
+                             task_loggers(work, [_file_safe(entry.name)])[0])
                     before = measured
                     (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
                     if measured == before:  # the design space has nothing new left
@@ -220,7 +225,8 @@ def _measure(entry: Entry, remaining: int, have: int, info, database, builder, r
 
     ctx = ms.TuneContext(
         mod=entry.mod, target=info.target, space_generator="post-order-apply",
-        search_strategy=NoRepeatSearch(ms.search_strategy.ReplayTrace()), task_name=entry.name,
+        search_strategy=NoRepeatSearch(ms.search_strategy.ReplayTrace()),
+        task_name=_file_safe(entry.name),
         logger=task_logger, rand_state=_stream_seed(cfg["seed"], entry.name, have),
         num_threads=info.num_cores)
     ms.tune_tasks(
