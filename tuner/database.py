@@ -131,10 +131,7 @@ def measured_per_task(database, task_mods: list) -> list[int]:
     Returns:
         One count per task.
     """
-    from tvm_ffi import structural_hash
-
-    counts = Counter(structural_hash(r.workload.mod) for r in database.get_all_tuning_records())
-    return [counts.get(structural_hash(mod), 0) for mod in task_mods]
+    return [measured for _, measured in valid_and_measured_per_task(database, task_mods)]
 
 
 def valid_and_measured_per_task(database, task_mods: list) -> list[tuple[int, int]]:
