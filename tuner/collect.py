@@ -193,7 +193,7 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
                     logger.info("%s: %d samples in %.0f s (%.0f samples/min), %d valid",
                                 entry.name, measured - first, seconds,
                                 60 * (measured - first) / seconds, valid)
-                pack(work, out)
+                    pack(work, out)  # only when something new was measured
             bar.close()
             pack(work, out)
     finally:
