@@ -19,8 +19,9 @@ def _add_one_module() -> tvm.IRModule:
 
 
 def _worker_pids(builder: PersistentBuilder) -> set[int]:
-    pool = builder._get_pool()
-    return {pool.submit(os.getpid).result() for _ in range(4)}
+    """Process ids of the pool's live workers (read from the pool, not sampled with jobs)."""
+    workers = builder._get_pool()._worker_map.values()
+    return {w._proc.pid for w in workers if w._proc is not None and w.is_alive()}
 
 
 def test_builds_and_reuses_workers():
@@ -34,7 +35,9 @@ def test_builds_and_reuses_workers():
         pids = _worker_pids(builder)
         second = builder.build(inputs)
         assert all(r.error_msg is None for r in second)
-        assert _worker_pids(builder) == pids  # same processes: start-up paid once
+        after = _worker_pids(builder)
+        assert pids and pids <= after  # no worker replaced: start-up paid once
+        assert len(after) <= 2
     finally:
         builder.shutdown()
 
