@@ -17,7 +17,7 @@ FLAGS = {
     "network": "network", "onnx": "onnx", "model": "model", "input_shape": "input_shape",
     "batch": "batch", "target": "target", "trials": "trials",
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
-    "seed": "seed", "cost_model": "cost_model", "search": "search", "work_dir": "work_dir",
+    "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search", "work_dir": "work_dir",
     "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
 }
 
@@ -38,8 +38,9 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--trials-per-task", type=int)
     p.add_argument("--trials-per-round", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--cost-model", help="xgb | mlp | random | metatune")
-    p.add_argument("--search", help="evolutionary | replay")
+    p.add_argument("--preset", help="the paper's frameworks: xgb | xgb-Xfer | meta-BO | meta-BO-T")
+    p.add_argument("--cost-model", help="metatune | xgb | xgb-xfer | mlp | random")
+    p.add_argument("--search", help="bo | evolutionary | replay")
     p.add_argument("--checkpoint", help="MetaTune cost-model checkpoint (python train.py)")
     p.add_argument("--graph", help="super | plain: graph mode of the MetaTune checkpoint")
     p.add_argument("--work-dir", help="database, logs, TensorBoard and report go here")

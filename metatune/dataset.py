@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -87,22 +88,42 @@ def load_split(split_dir: str, mode: str, cache_dir: str | None = None,
     return out
 
 
-def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:
+@dataclass
+class Replayed:
+    """One valid measured record, replayed on its workload.
+
+    Attributes:
+        info: The workload's ``meta.json`` entry (``name``, ``kind``, ``shash``, ...).
+        workload: The MetaSchedule ``Workload``.
+        sch: The ``tvm.s_tir.Schedule`` after replaying the record's trace.
+        seconds: The measured mean run time.
+    """
+
+    info: dict
+    workload: object
+    sch: object
+    seconds: float
+
+
+def iter_replayed(split_dir: str) -> Iterator[Replayed]:
+    """Replay every valid record of a split on its workload, in file order.
+
+    Corrupt lines and traces that no longer replay are skipped with a warning, counted.
+
+    Args:
+        split_dir: ``data/<target>/<split>`` with ``meta.json`` and the database files.
+    """
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
-
-    from metatune.graph import encode
 
     with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
     by_hash = {w["shash"]: w for w in meta["workloads"]}
-    entries = read_workload_json(split_dir)
     workloads: dict[int, tuple] = {}
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(read_workload_json(split_dir)):
         info = by_hash.get(str(entry[0])) if entry else None
         if info is not None:
             workloads[i] = (info, Workload.from_json(entry))
-    graphs: dict[str, list] = {}
     stats = ReadStats()
     skipped = 0
     for rec in iter_records(split_dir, stats):
@@ -113,19 +134,33 @@ def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadS
             record = TuningRecord.from_json(rec.raw, workload)
             sch = Schedule(workload.mod)
             record.trace.apply_to_schedule(sch, remove_postproc=False)
-            graph = encode(sch.mod["main"], mode)
         except Exception as err:  # a trace that does not replay is skipped, counted
             skipped += 1
             logger.warning("%s line %d: record skipped (%s)", split_dir, rec.line,
                            str(err).splitlines()[-1][:120])
             continue
-        graph.seconds = torch.tensor([rec.mean_seconds])
-        graphs.setdefault(info["name"], []).append(graph)
+        yield Replayed(info, workload, sch, rec.mean_seconds)
     if stats.corrupt or skipped:
         logger.warning("%s: %d corrupt and %d unreplayable records skipped", split_dir,
                        stats.corrupt, skipped)
+
+
+def workload_order(split_dir: str) -> list[dict]:
+    """The workloads of a split as listed in its ``meta.json``."""
+    with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
+        return json.load(f)["workloads"]
+
+
+def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:
+    from metatune.graph import encode
+
+    graphs: dict[str, list] = {}
+    for item in iter_replayed(split_dir):
+        graph = encode(item.sch.mod["main"], mode)
+        graph.seconds = torch.tensor([item.seconds])
+        graphs.setdefault(item.info["name"], []).append(graph)
     out = []
-    for w in meta["workloads"]:
+    for w in workload_order(split_dir):
         gs = graphs.get(w["name"], [])
         if len(gs) < min_samples:
             continue

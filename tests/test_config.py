@@ -12,7 +12,7 @@ def test_defaults_load_from_yaml():
     cfg = load_tune_config()
     assert cfg["network"] == "alexnet"
     assert cfg["target"] == "llvm"
-    assert cfg["trials"] > 0 and cfg["search"] == "evolutionary"
+    assert cfg["trials"] > 0 and cfg["search"] == "bo" and cfg["cost_model"] == "metatune"
 
 
 def test_dotlist_overrides_change_nested_values():

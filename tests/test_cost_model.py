@@ -7,25 +7,7 @@ import pytest
 import torch
 from tvm.s_tir import meta_schedule as ms
 
-from metatune.workloads import Workload
 from tuner.cost_model import CheckpointError, MetaTuneCostModel, load_net
-from tuner.intrinsics import load_tensor_intrinsics
-from tuner.targets import resolve_target
-
-
-@pytest.fixture(scope="module")
-def context_and_candidates():
-    import tvm
-
-    load_tensor_intrinsics(("llvm",))
-    mod = tvm.IRModule({"main": Workload("conv2d", 16, 14, 32, 3, 1).prim_func()})
-    ctx = ms.TuneContext(mod=mod, target=resolve_target("llvm").target,
-                         space_generator="post-order-apply", search_strategy="replay-trace",
-                         rand_state=0, num_threads=1)
-    ctx.pre_tuning(max_trials=24, num_trials_per_iter=24,
-                   design_spaces=ctx.generate_design_space(),
-                   database=ms.database.MemoryDatabase(), cost_model=None)
-    return ctx, list(ctx.generate_measure_candidates())
 
 
 def _model() -> MetaTuneCostModel:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from tvm import s_tir, te
 
-from metatune.graph import CONTROL, METADATA, NESTING, NODE_FEATURES, SLOT_INDEX, SLOTS, encode
+from metatune.graph import CONTROL, METADATA, NESTING, NODE_FEATURES, SLOTS, encode
 from metatune.loopnest import LOOP_FEATURES, read_loop_nest
 from metatune.workloads import KINDS, Workload, sample_workload
 

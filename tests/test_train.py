@@ -5,23 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-import collect
 from datamodules.graphs import EpisodeDataset, split_workloads
 from lightning_modules.app import load_train_config, run_train
 from lightning_modules.meta import MetaModule
 from metatune.dataset import load_split
 from metatune.errors import ConfigError
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    """Two real workloads (conv1d, conv1d-transpose), 6 measured samples each."""
-    root = tmp_path_factory.mktemp("data")
-    assert collect.main(["run", f"out={root / 'ds'}", f"work_dir={root / 'work'}",
-                         "splits=[train]", "per_kind=1", "limit=2", "train_samples=6",
-                         "trials_per_round=6", "progress=false",
-                         "runner.min_repeat_ms=10"]) == 0
-    return root
 
 
 def _overrides(root, **extra) -> list[str]:

@@ -28,7 +28,7 @@ def tuned(tmp_path_factory):
     work = tmp_path_factory.mktemp("tune")
     overrides = [
         "network=null", "model=tests.models:tiny_convnet", "input_shape=[8,16,16]",
-        f"work_dir={work}", "trials=16", "trials_per_round=8",
+        f"work_dir={work}", "trials=16", "trials_per_round=8", "preset=xgb",
         "search_params.population_size=64", "search_params.init_min_unmeasured=16",
         "runner.min_repeat_ms=20", "evaluate.repeat=5", "evaluate.min_repeat_ms=20",
         "progress=false", "log_level=WARNING",
@@ -74,20 +74,42 @@ def test_resume_measures_nothing_twice(tuned):
     assert len(keys) == len(set(keys)), "a candidate was measured twice"
 
 
-@pytest.mark.parametrize("cost_model, search", [
-    ("metatune", "evolutionary"), ("random", "replay"), ("mlp", "evolutionary"),
-])
-def test_other_cost_models_and_searches_tune(cost_model, search, tmp_path):
-    overrides = [
+def _small(work, cost_model: str, search: str, trials: int = 8) -> list[str]:
+    return [
         "network=null", "model=tests.models:tiny_convnet", "input_shape=[8,16,16]",
-        f"work_dir={tmp_path}", "trials=8", "trials_per_round=8",
+        f"work_dir={work}", f"trials={trials}", "trials_per_round=8",
         "search_params.population_size=32", "search_params.init_min_unmeasured=8",
+        "search_params.bo.population=32", "search_params.bo.pool_size=32",
+        "search_params.bo.mc_samples=32",
         "runner.min_repeat_ms=10", "evaluate.enabled=false", "progress=false",
         "tensorboard=false", "log_level=WARNING", f"cost_model={cost_model}",
         f"search={search}", "metatune.from_scratch=true",
     ]
-    report = run_tune(load_tune_config(overrides=overrides))
+
+
+@pytest.mark.parametrize("cost_model, search", [
+    ("metatune", "evolutionary"), ("random", "replay"), ("mlp", "evolutionary"),
+    ("random", "bo"),
+])
+def test_other_cost_models_and_searches_tune(cost_model, search, tmp_path):
+    report = run_tune(load_tune_config(overrides=_small(tmp_path, cost_model, search)))
     assert report["trials_run"] >= 1 and len(_records(tmp_path)) == report["trials_run"]
+
+
+def test_metatune_bo_tunes_resumes_and_reports_rounds(tmp_path):
+    """MetaTune + BO on a real conv: records, per-round timings and accuracy, no repeats."""
+    first = run_tune(load_tune_config(overrides=_small(tmp_path, "metatune", "bo", 24)))
+    assert first["trials_run"] == 24 and first["search"] == "bo"
+    rounds = first["rounds"]
+    assert rounds["rounds"] == 3 and rounds["measure_seconds"] > 0
+    assert rounds["median_pairwise"] is not None
+    with open(os.path.join(tmp_path, "rounds.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    assert len(rows) == 3 and all(r["search_s"] >= 0 and r["update_s"] >= 0 for r in rows)
+    more = run_tune(load_tune_config(overrides=_small(tmp_path, "metatune", "bo", 40)))
+    assert more["trials_run"] == 16
+    keys = _trace_keys(_records(tmp_path))
+    assert len(keys) == 40 and len(keys) == len(set(keys)), "a candidate was measured twice"
 
 
 def test_metatune_without_checkpoint_says_what_to_do(tmp_path, capsys):

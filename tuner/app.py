@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from tuner.config import REPO_ROOT, validate
+from tuner.config import REPO_ROOT, preset_of, validate
 
 logger = logging.getLogger("metatune")
 
@@ -84,7 +84,9 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
         "network": network.name,
         "input_shape": list(network.input_shape),
         "target": target_info.description,
+        "preset": preset_of(cfg),
         "cost_model": cfg["cost_model"],
+        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
         "search": cfg["search"],
         "trials": cfg["trials"],
         "trials_run": outcome.trials_run,
@@ -94,6 +96,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
         "tuning_seconds": round(outcome.tuning_seconds, 2),
         "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
                               if outcome.trials_run else None),
+        "rounds": outcome.rounds,
         "tasks": [
             {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b}
             for t, b in zip(tasks, outcome.best_ms)

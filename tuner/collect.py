@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metatune.records import RECORD_FILE, WORKLOAD_FILE
-from metatune.workloads import Workload, training_workloads
+from metatune.workloads import training_workloads
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,39 @@ DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 
 
 @dataclass
+class BOConfig:
+    """Settings of the batch BO search (:class:`tuner.bo.BatchBOSearch`).
+
+    Attributes:
+        pool_size: Candidates the evolutionary sampler proposes per round.
+        population: The sampler's evolutionary population (smaller than a plain
+            evolutionary search's: it proposes, BO chooses).
+        genetic_iters: The sampler's evolution rounds per proposal.
+        carry: Unchosen candidates kept for the next round.
+        acquisition: ``qlognei`` or ``qucb``.
+        engine: ``joint`` or ``botorch`` (see :func:`tuner.bo_select.select_batch`).
+        mc_samples: Quasi-Monte-Carlo samples of the acquisition.
+        beta: ``qucb`` exploration weight.
+        max_history: Measurements the GP is fitted on (the best half and the latest).
+        device: ``auto`` (CUDA/ROCm if torch sees one), ``cpu`` or ``cuda``.
+    """
+
+    pool_size: int = 96
+    population: int = 96
+    genetic_iters: int = 1
+    carry: int = 128
+    acquisition: str = "qlognei"
+    engine: str = "joint"
+    mc_samples: int = 128
+    beta: float = 0.2
+    max_history: int = 256
+    device: str = "auto"
+
+
+@dataclass
 class SearchParams:
-    """Keyword arguments of MetaSchedule's ``EvolutionarySearch``."""
+    """Keyword arguments of MetaSchedule's ``EvolutionarySearch`` (also BO's sampler),
+    and the batch BO settings."""
 
     population_size: int = 256
     init_measured_ratio: float = 0.2
@@ -23,6 +54,7 @@ class SearchParams:
     genetic_mutate_prob: float = 0.85
     genetic_max_fail_count: int = 10
     eps_greedy: float = 0.05
+    bo: BOConfig = field(default_factory=BOConfig)
 
 
 @dataclass
@@ -70,6 +102,23 @@ class MetaTuneModelConfig:
 
 
 @dataclass
+class XferConfig:
+    """Where ``xgb-xfer`` finds its pre-training data and caches its base model."""
+
+    data: str = "data/llvm/train"
+    cache_dir: str = "work/cache"
+
+
+#: The paper's framework names: preset -> the settings it stands for.
+PRESETS: dict[str, dict[str, str]] = {
+    "xgb": {"cost_model": "xgb", "search": "evolutionary"},
+    "xgb-Xfer": {"cost_model": "xgb-xfer", "search": "evolutionary"},
+    "meta-BO": {"cost_model": "metatune", "search": "bo", "metatune.graph": "plain"},
+    "meta-BO-T": {"cost_model": "metatune", "search": "bo", "metatune.graph": "super"},
+}
+
+
+@dataclass
 class TuneConfig:
     """Every setting of ``tune.py``; ``configs/tune.yaml`` holds the defaults."""
 
@@ -86,10 +135,12 @@ class TuneConfig:
     trials_per_task: Optional[int] = None
     trials_per_round: int = 16
     seed: int = 0
-    cost_model: str = "xgb"
-    search: str = "evolutionary"
+    preset: Optional[str] = None
+    cost_model: str = "metatune"
+    search: str = "bo"
     search_params: SearchParams = field(default_factory=SearchParams)
     metatune: MetaTuneModelConfig = field(default_factory=MetaTuneModelConfig)
+    xfer: XferConfig = field(default_factory=XferConfig)
     builder: BuilderConfig = field(default_factory=BuilderConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
@@ -115,8 +166,25 @@ def load_tune_config(yaml_path: str | None = DEFAULT_TUNE_YAML,
         ConfigError: An unknown key, a value of the wrong type, or an invalid value.
     """
     plain = merge_config(TuneConfig, yaml_path, overrides, "tune")
+    preset = plain["preset"]
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"preset={preset!r}: choose one of {', '.join(PRESETS)}")
+        # The preset sits between the YAML defaults and the explicit overrides.
+        implied = [f"{k}={v}" for k, v in PRESETS[preset].items()]
+        plain = merge_config(TuneConfig, yaml_path, implied + list(overrides or []), "tune")
     validate(plain)
     return plain
+
+
+def preset_of(cfg: dict[str, Any]) -> str | None:
+    """The paper's name for a configuration's cost model and search, if it has one."""
+    for name, settings in PRESETS.items():
+        values = {"cost_model": cfg["cost_model"], "search": cfg["search"],
+                  "metatune.graph": cfg["metatune"]["graph"]}
+        if all(values[k] == v for k, v in settings.items()):
+            return name
+    return None
 
 
 def validate(cfg: dict[str, Any]) -> None:
@@ -136,6 +204,18 @@ def validate(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of {', '.join(COST_MODELS)}")
     if cfg["metatune"]["graph"] not in ("super", "plain"):
         raise ConfigError(f"metatune.graph={cfg['metatune']['graph']!r}: choose super or plain")
+    bo = cfg["search_params"]["bo"]
+    if bo["acquisition"] not in ("qlognei", "qucb"):
+        raise ConfigError(f"search_params.bo.acquisition={bo['acquisition']!r}: choose qlognei "
+                          "or qucb")
+    if bo["engine"] not in ("joint", "botorch"):
+        raise ConfigError(f"search_params.bo.engine={bo['engine']!r}: choose joint or botorch")
+    if bo["device"] not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"search_params.bo.device={bo['device']!r}: choose auto, cpu or cuda")
+    if min(bo["pool_size"], bo["population"], bo["mc_samples"]) <= 0 or bo["max_history"] < 4 \
+            or bo["genetic_iters"] < 0 or bo["carry"] < 0:
+        raise ConfigError("search_params.bo: pool_size, population and mc_samples must be "
+                          "positive, genetic_iters and carry not negative, max_history >= 4")
     if cfg["search"] not in SEARCHES:
         raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
     if cfg["batch"] <= 0:

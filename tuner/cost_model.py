@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,10 +79,13 @@ class MetaTuneCostModel(PyCostModel):
         adapt_steps: Inner steps of each online fine-tuning.
         adapt_lr: Inner step size.
         max_support: Most recent measurements kept per task for fine-tuning.
+        cache_size: Candidate embeddings remembered (by the scheduled module's structural
+            hash): the search scores many candidates several times per round.
     """
 
     def __init__(self, *, net, graph: str = "super", adapt_steps: int = 5,
-                 adapt_lr: float = 0.01, max_support: int = 256) -> None:
+                 adapt_lr: float = 0.01, max_support: int = 256,
+                 cache_size: int = 8192) -> None:
         super().__init__()
         self.net = net.eval()
         for p in self.net.parameters():
@@ -91,6 +95,8 @@ class MetaTuneCostModel(PyCostModel):
         self.adapt_lr = float(adapt_lr)
         self.max_support = int(max_support)
         self.tasks: dict[int, TaskState] = {}
+        self.cache_size = int(cache_size)
+        self._cache: OrderedDict[int, torch.Tensor] = OrderedDict()
 
     @staticmethod
     def _key(context) -> int:
@@ -99,15 +105,27 @@ class MetaTuneCostModel(PyCostModel):
         return structural_hash(context.mod)
 
     def embed(self, candidates) -> torch.Tensor:
-        """Embeddings of the candidates: a ``n x d`` tensor."""
+        """Embeddings of the candidates: a ``n x d`` tensor (cached per scheduled module)."""
         from torch_geometric.data import Batch
+        from tvm_ffi import structural_hash
 
         from metatune.graph import encode
 
-        graphs = [encode(c.sch.mod["main"], self.graph) for c in candidates]
-        batch = Batch.from_data_list(graphs)
-        with torch.no_grad():
-            return self.net.embed(batch.x, batch.edge_index, batch.batch)
+        keys = [structural_hash(c.sch.mod) for c in candidates]
+        todo = [i for i, k in enumerate(keys) if k not in self._cache]
+        if todo:
+            batch = Batch.from_data_list(
+                [encode(candidates[i].sch.mod["main"], self.graph) for i in todo])
+            with torch.no_grad():
+                fresh = self.net.embed(batch.x, batch.edge_index, batch.batch)
+            for i, emb in zip(todo, fresh):
+                self._cache[keys[i]] = emb
+        for k in keys:
+            self._cache.move_to_end(k)
+        out = torch.stack([self._cache[k] for k in keys])
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return out
 
     def update(self, context, candidates, results) -> None:
         """Fine-tune the head on the task's measurements so far (failed ones skipped)."""

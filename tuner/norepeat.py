@@ -17,23 +17,24 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 logger = logging.getLogger(__name__)
 
 
-def measured_modules(database, mod) -> dict[int, list[float] | None]:
-    """Hashes of the scheduled modules already measured for workload ``mod``.
+def measured_schedules(database, mod) -> list[tuple[int, object, list[float] | None]]:
+    """The schedules already measured for workload ``mod``, replayed.
 
     Args:
         database: A MetaSchedule database (may be ``None``).
         mod: The task's ``IRModule``.
 
     Returns:
-        ``{structural_hash(scheduled module): run_secs or None}``.
+        ``(structural_hash(scheduled module), schedule, run_secs or None)`` per record, in
+        the database's order (best first).
     """
     from tvm.s_tir import Schedule
     from tvm_ffi import structural_hash
 
     if database is None or not database.has_workload(mod):
-        return {}
+        return []
     workload = database.commit_workload(mod)
-    known: dict[int, list[float] | None] = {}
+    out = []
     for record in database.get_all_tuning_records():
         if not record.workload.same_as(workload):
             continue
@@ -44,8 +45,13 @@ def measured_modules(database, mod) -> dict[int, list[float] | None]:
             logger.debug("record trace does not replay: %s", err)
             continue
         secs = [float(s) for s in record.run_secs] if record.run_secs else None
-        known[structural_hash(sch.mod)] = secs
-    return known
+        out.append((structural_hash(sch.mod), sch, secs))
+    return out
+
+
+def measured_modules(database, mod) -> dict[int, list[float] | None]:
+    """``{structural_hash(scheduled module): run_secs or None}`` of what ``mod`` measured."""
+    return {h: secs for h, _, secs in measured_schedules(database, mod)}
 
 
 @derived_object
@@ -56,12 +62,14 @@ class NoRepeatSearch(PySearchStrategy):
         inner: The wrapped MetaSchedule search strategy.
         max_regenerate: Batches drawn in a row that may be all repeats before the space
             is considered exhausted.
+        clock: A :class:`tuner.rounds.RoundClock` told when each search starts and ends.
     """
 
-    def __init__(self, inner, max_regenerate: int = 8) -> None:
+    def __init__(self, inner, max_regenerate: int = 8, clock=None) -> None:
         super().__init__()
         self.inner = inner
         self.max_regenerate = int(max_regenerate)
+        self.clock = clock
         self.known: dict[int, list[float] | None] = {}
         self.skipped = 0
         self._batch: tuple | None = None
@@ -84,6 +92,15 @@ class NoRepeatSearch(PySearchStrategy):
         self.inner.post_tuning()
 
     def generate_measure_candidates(self):
+        if self.clock is not None:
+            self.clock.start_search()
+        try:
+            return self._generate()
+        finally:
+            if self.clock is not None:
+                self.clock.end_search()
+
+    def _generate(self):
         from tvm_ffi import structural_hash
 
         for _ in range(self.max_regenerate):
@@ -124,4 +141,4 @@ class NoRepeatSearch(PySearchStrategy):
         self.inner.notify_runner_results(candidates, full)
 
     def clone(self) -> "NoRepeatSearch":
-        return NoRepeatSearch(self.inner.clone(), self.max_regenerate)
+        return NoRepeatSearch(self.inner.clone(), self.max_regenerate, self.clock)

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
-from metatune.errors import ConfigError, TuningStalledError
+from metatune.errors import ConfigError
 from tuner.builder import PersistentBuilder
 from tuner.database import best_seconds_per_task, measured_per_task
 from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+from tuner.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
 from tuner.scheduler import EagerGradientScheduler
 from tuner.tasks import TaskInfo
 
 logger = logging.getLogger(__name__)
 
-COST_MODELS = ("xgb", "mlp", "random", "metatune")
-SEARCHES = ("evolutionary", "replay")
+COST_MODELS = ("metatune", "xgb", "xgb-xfer", "mlp", "random")
+SEARCHES = ("bo", "evolutionary", "replay")
 
 
 @dataclass
@@ -38,19 +40,25 @@ class TuningOutcome:
     failures: int
     best_ms: list[float | None]
     errors: list[tuple[str, int]] = field(default_factory=list)
+    rounds: dict = field(default_factory=dict)
 
 
-def make_cost_model(name: str, num_cores: int, metatune: dict | None = None):
-    """A cost model by name: MetaSchedule's ``xgb``, ``mlp``, ``random``, or ``metatune``.
+def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
+                    xfer: dict | None = None, target=None):
+    """A cost model by name: ``metatune``, MetaSchedule's ``xgb``, ``mlp``, ``random``, or
+    ``xgb-xfer`` (XGBoost with transfer from the dataset's training split).
 
     Args:
         name: The cost model.
         num_cores: Cores XGBoost may use.
         metatune: The ``metatune`` config section (checkpoint, graph, ...).
+        xfer: The ``xfer`` config section (``data``, ``cache_dir``) for ``xgb-xfer``.
+        target: The ``tvm.target.Target`` (``xgb-xfer`` extracts features for it).
 
     Raises:
         ConfigError: Unknown name.
         tuner.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
+        tuner.xgb_transfer.XferError: ``xgb-xfer`` without training data.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -68,6 +76,15 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None):
                                  adapt_lr=float(m.get("adapt_lr", 0.01)))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
+    if name == "xgb-xfer":
+        from metatune.config import REPO_ROOT
+        from tuner.xgb_transfer import XferXGBModel, base_booster
+
+        x = xfer or {}
+        rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
+        base = base_booster(rel(x.get("data", "data/llvm/train")), target, num_cores,
+                            rel(x.get("cache_dir", "work/cache")))
+        return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
         from tuner.mlp import make_mlp_model
 
@@ -75,12 +92,16 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None):
     return ms.cost_model.CostModel.create(name)
 
 
-def make_search(name: str, params: dict):
-    """A MetaSchedule search strategy by name, wrapped to never measure a schedule twice.
+def make_search(name: str, params: dict, clock=None, seed: int = 0):
+    """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
-        name: Strategy name.
-        params: Keyword arguments of ``EvolutionarySearch`` (ignored by ``replay``).
+        name: ``bo`` (:class:`tuner.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
+            or ``replay``.
+        params: The ``search_params`` config section: ``EvolutionarySearch`` keyword
+            arguments, and ``bo`` (:class:`tuner.config.BOConfig` fields).
+        clock: A :class:`tuner.rounds.RoundClock` timing each search.
+        seed: Seed of the BO sampler.
 
     Raises:
         ConfigError: Unknown name or parameter.
@@ -89,13 +110,24 @@ def make_search(name: str, params: dict):
 
     from tuner.norepeat import NoRepeatSearch
 
+    params = dict(params)
+    bo = params.pop("bo", None) or {}
+    if name == "bo":
+        from tuner.bo import BatchBOSearch
+        from tuner.config import BOConfig
+
+        try:
+            ms.search_strategy.EvolutionarySearch(**params)  # validates the sampler's settings
+            return NoRepeatSearch(BatchBOSearch(params, BOConfig(**bo), seed), clock=clock)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"search_params: {err}") from err
     if name == "evolutionary":
         try:
-            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**params))
+            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**params), clock=clock)
         except TypeError as err:
             raise ConfigError(f"search_params: {err}") from err
     if name == "replay":
-        return NoRepeatSearch(ms.search_strategy.ReplayTrace())
+        return NoRepeatSearch(ms.search_strategy.ReplayTrace(), clock=clock)
     raise ConfigError(f"unknown search {name!r}: choose one of {', '.join(SEARCHES)}")
 
 
@@ -200,14 +232,16 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         logger.info("resuming: %d measurements in the database, %d to go",
                     trials_before, remaining)
 
-    cost_model = make_cost_model(cfg["cost_model"], target_info.num_cores, cfg["metatune"])
+    cost_model = make_cost_model(cfg["cost_model"], target_info.num_cores, cfg["metatune"],
+                                 cfg["xfer"], target_info.target)
     kinds = (target_info.kind,)
     builder = PersistentBuilder(
         max_workers=int(cfg["builder"]["workers"] or target_info.num_cores),
         timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
     builder.warm_up()
     runner = make_runner(cfg["runner"], kinds)
-    search = make_search(cfg["search"], dict(cfg["search_params"]))
+    clock = RoundClock()
+    search = make_search(cfg["search"], dict(cfg["search_params"]), clock, int(cfg["seed"]))
     contexts = make_contexts(tasks, target_info.target, search, work_dir, int(cfg["seed"]),
                              target_info.num_cores)
     names = [t.name for t in tasks]
@@ -216,8 +250,12 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         task_names=names, task_weights=[t.weight for t in tasks], best_seconds=best,
         budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
         show_bar=bool(cfg["progress"]))
-    callbacks = [*ms.measure_callback.MeasureCallback.create("default"),
-                 MonitorCallback([failures, progress])]
+    rounds = RoundMonitor(clock, names, work_dir, writer, trials_before)
+    # Order matters: the batch is scored before the cost model learns from it
+    # (UpdateCostModel is among the defaults), and the round closes after the update.
+    callbacks = [BatchAccuracyCallback(clock, cost_model, progress.best),
+                 *ms.measure_callback.MeasureCallback.create("default"),
+                 MonitorCallback([failures, progress, rounds])]
     per_task = cfg["trials_per_task"]
     start = time.perf_counter()
     try:
@@ -248,4 +286,5 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         failures=failures.failures,
         best_ms=[None if b is None else b * 1e3 for b in progress.best],
         errors=failures.errors.most_common(5),
+        rounds=rounds.summary(),
     )

@@ -1,0 +1,144 @@
+"""Search + model-update time per round against measurement time, at batch 32.
+
+Tunes resnet-18's 64->64 3x3 conv (``fused_conv2d1_add1_relu1``, batch norm folded) with
+``tune.py``'s own tuning loop (:func:`tuner.tuning.tune`) for each preset and seed, each
+run in a fresh process, presets alternating seed by seed, and reads the per-round timings
+the tuner logs (``rounds.jsonl``: search = proposing the batch, update = committing and
+fine-tuning the cost model, measure = building and running the batch).
+
+Usage:
+    python bench/bench_bo_overhead.py --presets meta-BO-T meta-BO xgb --seeds 0 1 2 \
+        --trials 128 --out docs/bench/bo_overhead.json --markdown docs/bench/bo_overhead.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+TASK = "fused_conv2d1_add1_relu1"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def worker(preset: str, seed: int, trials: int, batch: int, out: str,
+           overrides: list[str]) -> None:
+    """Tune the benchmark task with one preset in this process; write the rounds to ``out``."""
+    sys.path.insert(0, REPO)
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.config import load_tune_config
+    from tuner.intrinsics import load_tensor_intrinsics
+    from tuner.networks import load_network
+    from tuner.targets import resolve_target
+    from tuner.tasks import extract_tasks
+    from tuner.tuning import tune
+
+    info = resolve_target("llvm")
+    load_tensor_intrinsics(("llvm",))
+    task = next(t for t in extract_tasks(load_network("resnet-18").relax_mod, info.target)
+                if t.name == TASK)
+    work_dir = tempfile.mkdtemp(prefix=f"bench-bo-{preset}-")
+    cfg = load_tune_config(overrides=[
+        f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
+        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
+        *overrides])
+    database = ms.database.JSONDatabase(work_dir=work_dir)
+    outcome = tune([task], info, database, cfg, work_dir)
+    with open(os.path.join(work_dir, "rounds.jsonl"), encoding="utf-8") as f:
+        rounds = [json.loads(line) for line in f]
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"preset": preset, "seed": seed, "rounds": rounds,
+                   "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
+                   "trials": outcome.trials_run}, f)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Per preset: medians over all rounds after the first of each run, and per-seed bests."""
+    out = {}
+    for preset in dict.fromkeys(r["preset"] for r in runs):
+        mine = [r for r in runs if r["preset"] == preset]
+        rounds = [x for r in mine for x in r["rounds"][1:]]  # round 1 has no model to fit
+        ratio = [(x["search_s"] + x["update_s"]) / x["measure_s"] for x in rounds
+                 if x["measure_s"]]
+        out[preset] = {
+            "runs": len(mine), "rounds": len(rounds),
+            "median_search_s": _median([x["search_s"] for x in rounds]),
+            "median_update_s": _median([x["update_s"] for x in rounds]),
+            "median_measure_s": _median([x["measure_s"] for x in rounds if x["measure_s"]]),
+            "median_overhead_ratio": _median(ratio),
+            "max_overhead_ratio": max(ratio) if ratio else None,
+            "best_ms_per_seed": {r["seed"]: r["best_ms"] for r in mine},
+            "median_best_ms": _median([r["best_ms"] for r in mine if r["best_ms"]]),
+        }
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--presets", nargs="+", default=["meta-BO-T", "meta-BO", "xgb"])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--trials", type=int, default=128)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--out", default="docs/bench/bo_overhead.json")
+    p.add_argument("--markdown", default="docs/bench/bo_overhead.md")
+    p.add_argument("--worker", nargs=3, metavar=("PRESET", "SEED", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
+    args = p.parse_args()
+    if args.worker:
+        preset, seed, out = args.worker
+        worker(preset, int(seed), args.trials, args.batch, out, args.overrides)
+        return
+    sys.path.insert(0, REPO)
+    from tuner.report import machine_info
+
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            for preset in args.presets:
+                out = os.path.join(tmp, f"{preset}-{seed}.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--trials", str(args.trials),
+                       "--batch", str(args.batch), "--worker", preset, str(seed), out,
+                       *args.overrides]
+                subprocess.run(cmd, check=True, cwd=REPO)
+                with open(out, encoding="utf-8") as f:
+                    runs.append(json.load(f))
+                print(f"{preset} seed {seed}: best {runs[-1]['best_ms']:.3f} ms", flush=True)
+    m = machine_info()
+    doc = {"command": "python bench/bench_bo_overhead.py " + " ".join(sys.argv[1:]),
+           "date": m["date"], "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}",
+           "task": TASK, "trials": args.trials, "batch": args.batch,
+           "summary": summarize(runs), "runs": runs}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+    lines = ["# Search and model update per round vs measurement (batch "
+             f"{args.batch})", "",
+             f"- command: `{doc['command']}`", f"- date: {doc['date']}",
+             f"- machine: {doc['machine']}",
+             f"- task: resnet-18 `{TASK}`, {args.trials} trials per run, seeds {args.seeds}; "
+             "each run a fresh process; rounds after the first (medians over all of them)",
+             "- overhead = (search + update) / measure, per round; target: at most 0.20", "",
+             "| preset | search s | update s | measure s | overhead (median) | overhead (max) "
+             "| best ms (median over seeds) |", "|---|---|---|---|---|---|---|"]
+    for preset, s in doc["summary"].items():
+        lines.append(
+            f"| {preset} | {s['median_search_s']:.2f} | {s['median_update_s']:.2f} | "
+            f"{s['median_measure_s']:.2f} | {s['median_overhead_ratio']:.3f} | "
+            f"{s['max_overhead_ratio']:.3f} | {s['median_best_ms']:.3f} |")
+    with open(args.markdown, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The accuracy evaluation harness: splits, targets, aggregation, xgb-Xfer's transfer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tuner.accuracy import EvalWorkload, evaluate, relative_targets, split_indices, summarize
+from tuner.xgb_transfer import _discount
+
+
+def test_query_set_is_fixed_across_k_and_disjoint_from_support():
+    queries = set()
+    for k in (0, 8, 16, 32, 64):
+        support, query = split_indices(96, k, 32, seed=3)
+        assert len(support) == k and len(query) == 32
+        assert not set(support) & set(query)
+        queries.add(tuple(query))
+    assert len(queries) == 1
+    assert tuple(split_indices(96, 8, 32, seed=4)[1]) not in queries
+
+
+def test_targets_are_relative_to_the_best_support_sample():
+    secs = np.array([4.0, 2.0, 1.0, 8.0])
+    assert np.allclose(relative_targets(secs, np.array([0, 1])), [0.5, 1.0, 2.0, 0.25])
+    assert np.allclose(relative_targets(secs, np.array([], dtype=int)), [0.25, 0.5, 1.0, 0.125])
+
+
+class _Oracle:
+    def scores(self, w, support, query, seed):
+        return 1.0 / w.seconds[query]
+
+
+class _Reversed:
+    def scores(self, w, support, query, seed):
+        return w.seconds[query]
+
+
+def test_evaluate_and_summarize():
+    rng = np.random.default_rng(0)
+    workloads = [EvalWorkload(f"w{i}", None, [], rng.uniform(1, 2, 40)) for i in range(3)]
+    rows = evaluate(workloads, {"oracle": _Oracle(), "reversed": _Reversed()}, (0, 4), [0, 1],
+                    query=16)
+    assert len(rows) == 2 * 3 * 2 * 2
+    s = summarize(rows)
+    assert s["oracle"]["4"]["pairwise"]["median"] == 1.0
+    assert s["reversed"]["0"]["pairwise"]["median"] == 0.0
+    assert s["oracle"]["0"]["top5_recall"]["median"] == 1.0
+
+
+def test_autotvm_discount():
+    assert _discount(0) == 1.0 and _discount(64) == pytest.approx(0.5)
+    assert _discount(300) < 0.05  # the base model is dropped after ~277 samples
+
+
+def test_xfer_base_model_and_refit(tiny_data, tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    from tuner.accuracy import load_eval_workloads
+    from tuner.targets import resolve_target
+    from tuner.xgb_transfer import XferXGBModel, base_booster
+
+    target = resolve_target("llvm").target
+    split = str(tiny_data / "ds" / "train")
+    base = base_booster(split, target, 1, str(tmp_path))
+    again = base_booster(split, target, 1, str(tmp_path))  # from the cache
+    (w,) = load_eval_workloads(split, ("plain",), min_samples=6, limit=1)
+    ctx = ms.TuneContext(mod=w.mod, target=target)
+    model = XferXGBModel(base=base, num_warmup_samples=0, adaptive_training=False,
+                         verbose_eval=0, num_tuning_cores=1)
+    before = model.predict(ctx, w.candidates)
+    assert before.shape == (len(w.candidates),) and np.isfinite(before).all()
+    cached = XferXGBModel(base=again, num_warmup_samples=0, num_tuning_cores=1)
+    assert np.allclose(cached.predict(ctx, w.candidates), before)
+    model.update(ctx, w.candidates[:4], [RunnerResult([float(s)], None) for s in w.seconds[:4]])
+    after = model.predict(ctx, w.candidates)
+    assert not np.allclose(after, before)

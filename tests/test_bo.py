@@ -1,0 +1,97 @@
+"""Batch BO: knob vectors, batch selection, and the search strategy's bookkeeping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm.s_tir import meta_schedule as ms
+
+from tuner.bo import BatchBOSearch
+from tuner.config import BOConfig
+from tuner.bo_select import greedy_batch, select_batch
+from tuner.knobs import KnobSpace, knob_values, signature
+
+
+def test_knob_vectors(context_and_candidates):
+    _, cands = context_and_candidates
+    space = KnobSpace()
+    x = space.matrix(cands)
+    assert x.shape == (len(cands), space.dim)
+    assert np.all((x >= 0) & (x <= 1.0 + 1e-9))
+    assert np.allclose(space.matrix(cands), x)  # deterministic
+    # each candidate has exactly one design-space slot
+    assert np.all(x[:, space.width:].sum(1) == 1)
+    # candidates of one design space have the same number of decisions
+    by_space: dict = {}
+    for c in cands:
+        by_space.setdefault(signature(c.sch.trace), set()).add(len(knob_values(c.sch.trace)))
+    assert all(len(lengths) == 1 for lengths in by_space.values())
+    # random schedules differ in their knobs
+    assert len({tuple(row) for row in x}) > len(cands) // 2
+
+
+def _toy(n_hist: int, m: int, d: int = 6, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    f = lambda x: np.exp(-4 * ((x[:, :3] - 0.3) ** 2).sum(1))  # noqa: E731
+    hx, px = rng.uniform(size=(n_hist, d)), rng.uniform(size=(m, d))
+    return f, hx, px
+
+
+@pytest.mark.parametrize("engine", ["joint", "botorch"])
+@pytest.mark.parametrize("acquisition", ["qlognei", "qucb"])
+def test_select_batch_prefers_good_regions(engine, acquisition):
+    f, hx, px = _toy(48, 128)
+    idx = select_batch(px, np.zeros(len(px)), hx, np.zeros(len(hx)), f(hx), 16,
+                       acquisition=acquisition, engine=engine)
+    assert len(idx) == 16 and len(set(idx)) == 16 and all(0 <= i < len(px) for i in idx)
+    assert f(px[idx]).mean() > 1.5 * f(px).mean()  # the GP found the bump without a prior
+
+
+def test_select_batch_without_history_follows_the_prior():
+    _, _, px = _toy(0, 20)
+    prior = np.arange(20, dtype=float)
+    idx = select_batch(px, prior, np.zeros((0, px.shape[1])), np.zeros(0), np.zeros(0), 5)
+    assert idx == [19, 18, 17, 16, 15]
+
+
+def test_select_batch_rejects_unknown_options():
+    f, hx, px = _toy(8, 8)
+    with pytest.raises(ValueError, match="acquisition"):
+        select_batch(px, np.zeros(8), hx, np.zeros(8), f(hx), 2, acquisition="ei")
+    with pytest.raises(ValueError, match="engine"):
+        select_batch(px, np.zeros(8), hx, np.zeros(8), f(hx), 2, engine="fast")
+
+
+def test_greedy_batch_picks_best_expected_improvement_first():
+    import torch
+
+    torch.manual_seed(0)
+    samples = torch.randn(256, 2 + 5)
+    samples[:, 2 + 3] += 3.0  # pool member 3 is clearly best
+    chosen = greedy_batch(samples, 2, 5, "qlognei")
+    assert chosen[0] == 3 and sorted(chosen) == list(range(5))
+
+
+def test_search_never_repeats_and_survives_failures(context_and_candidates):
+    ctx, cands = context_and_candidates
+    search = BatchBOSearch({"population_size": 16, "init_min_unmeasured": 8},
+                           BOConfig(pool_size=16, population=16, carry=8, mc_samples=16))
+    ctx2 = ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator="post-order-apply",
+                          search_strategy=search, rand_state=1, num_threads=1)
+    ctx2.pre_tuning(max_trials=24, num_trials_per_iter=8,
+                    design_spaces=ctx2.generate_design_space(),
+                    database=ms.database.MemoryDatabase(),
+                    cost_model=ms.cost_model.RandomModel())
+    from tvm_ffi import structural_hash
+
+    seen = set()
+    rounds = 0
+    while (batch := ctx2.generate_measure_candidates()) is not None:
+        hashes = [structural_hash(c.sch.mod) for c in batch]
+        assert not seen & set(hashes) and len(set(hashes)) == len(hashes)
+        seen |= set(hashes)
+        results = [ms.runner.RunnerResult([1e-3 * (1 + i)], None) for i in range(len(batch))]
+        results[0] = ms.runner.RunnerResult(None, "build failed")  # failures are kept as 0
+        ctx2.notify_runner_results(batch, results)
+        rounds += 1
+    assert rounds == 3 and len(seen) == 24

@@ -1,0 +1,236 @@
+"""Cost-model accuracy on held-out workloads after adapting on k measured samples.
+
+For every held-out workload (the convolutions of the four networks, never trained on) and
+seed, a fixed query set of ``query`` measured candidates is drawn, and a support set of k
+other measured candidates plays the part of the measurements a tuner would have made. Each
+method fits on the support set and scores the query set:
+
+- ``metatune-super`` / ``metatune-plain``: the trained checkpoint; its head adapted on the
+  support set with :func:`metatune.maml.adapt` (the tuner's online fine-tuning);
+- ``xgb``: MetaSchedule's ``XGBModel`` trained from scratch on the support set (at k = 0 it
+  has no data and, like MetaSchedule, scores at random);
+- ``xgb-Xfer``: :class:`tuner.xgb_transfer.XferXGBModel`, pre-trained on the training split
+  and refit on the support set (at k = 0 the pre-trained model alone).
+
+Targets are what a tuner can know: throughput relative to the best *support* candidate
+(``best_support / seconds``), or to the workload's best when k = 0. Metrics
+(:mod:`metatune.metrics`): MSE, MSE(D) (top 25 % of the query by measured throughput),
+pairwise ranking accuracy and top-5 recall.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from metatune import metrics
+
+logger = logging.getLogger(__name__)
+
+KS = (0, 8, 16, 32, 64)
+METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "mse": metrics.mse,
+    "mse_d": metrics.mse_top,
+    "pairwise": metrics.pairwise_accuracy,
+    "top5_recall": metrics.top_k_recall,
+}
+
+
+@dataclass
+class EvalWorkload:
+    """The measured candidates of one held-out workload.
+
+    Attributes:
+        name: ``network/task``.
+        mod: The workload's ``IRModule``.
+        candidates: MetaSchedule ``MeasureCandidate`` per measured schedule.
+        seconds: A ``n`` array of measured mean run times.
+        graphs: Graph mode -> ``n`` PyG graphs of the same candidates.
+    """
+
+    name: str
+    mod: object
+    candidates: list
+    seconds: np.ndarray
+    graphs: dict[str, list] = field(default_factory=dict)
+
+
+def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int,
+                        limit: int | None = None) -> list[EvalWorkload]:
+    """Replay a split's valid records into candidates and graphs.
+
+    Args:
+        split_dir: ``data/<target>/heldout``.
+        modes: Graph modes to encode (``super``, ``plain``).
+        min_samples: Workloads with fewer valid samples are skipped (with a warning).
+        limit: Keep only the first ``limit`` workloads of ``meta.json``.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from metatune.dataset import iter_replayed, workload_order
+    from metatune.graph import encode
+
+    order = [w["name"] for w in workload_order(split_dir)][:limit]
+    wanted = set(order)
+    found: dict[str, EvalWorkload] = {}
+    secs: dict[str, list[float]] = {}
+    for item in iter_replayed(split_dir):
+        name = item.info["name"]
+        if name not in wanted:
+            continue
+        w = found.setdefault(name, EvalWorkload(name, item.workload.mod, [], np.zeros(0),
+                                                {m: [] for m in modes}))
+        w.candidates.append(
+            ms.MeasureCandidate(item.sch, ArgInfo.from_entry_func(item.sch.mod, True)))
+        secs.setdefault(name, []).append(item.seconds)
+        for m in modes:
+            w.graphs[m].append(encode(item.sch.mod["main"], m))
+    out = []
+    for name in order:
+        if name not in found or len(secs[name]) < min_samples:
+            logger.warning("%s: %d valid samples, fewer than %d: skipped", name,
+                           len(secs.get(name, [])), min_samples)
+            continue
+        found[name].seconds = np.asarray(secs[name], dtype=float)
+        out.append(found[name])
+    return out
+
+
+def split_indices(n: int, k: int, query: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(support, query)`` indices: the query set depends on the seed only, not on k."""
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[query:query + k], perm[:query]
+
+
+def relative_targets(seconds: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """``best / seconds`` with ``best`` the support set's best (the workload's if empty)."""
+    best = seconds[support].min() if len(support) else seconds.min()
+    return best / seconds
+
+
+class MetaTuneMethod:
+    """The trained GCN; its head adapted on the support set like the tuner does online.
+
+    Args:
+        net: A trained :class:`metatune.model.MetaTuneNet`.
+        mode: Its graph mode.
+        steps: Adaptation steps.
+        lr: Adaptation step size.
+    """
+
+    def __init__(self, net, mode: str, steps: int, lr: float) -> None:
+        self.net, self.mode, self.steps, self.lr = net.eval(), mode, steps, lr
+        self._emb: dict[str, torch.Tensor] = {}
+
+    def _embeddings(self, w: EvalWorkload) -> torch.Tensor:
+        if w.name not in self._emb:
+            from torch_geometric.data import Batch
+
+            batch = Batch.from_data_list(w.graphs[self.mode])
+            with torch.no_grad():
+                self._emb[w.name] = self.net.embed(batch.x, batch.edge_index, batch.batch)
+        return self._emb[w.name]
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        from metatune.maml import adapt, head_params, predict
+
+        emb = self._embeddings(w)
+        params = {n: p.detach().requires_grad_(True)
+                  for n, p in head_params(self.net.head).items()}
+        if len(support):
+            y = torch.tensor(relative_targets(w.seconds, support)[support], dtype=torch.float32)
+            with torch.enable_grad():
+                params = adapt(self.net.head, params, emb[torch.as_tensor(support)], y,
+                               steps=self.steps, lr=self.lr, first_order=True)
+        with torch.no_grad():
+            return predict(self.net.head, params, emb[torch.as_tensor(query)]).double().numpy()
+
+
+class XGBMethod:
+    """MetaSchedule's XGBoost cost model, from scratch or with transfer (``base``).
+
+    Args:
+        target: The ``tvm.target.Target`` of the data.
+        num_cores: XGBoost threads.
+        base: The xgb-Xfer base booster, or ``None`` for plain ``xgb``.
+    """
+
+    def __init__(self, target, num_cores: int, base=None) -> None:
+        self.target, self.num_cores, self.base = target, num_cores, base
+
+    def _model(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        from tuner.xgb_transfer import XferXGBModel
+
+        # No warm-up and no adaptive skipping: the model trains on exactly the k samples.
+        kw = dict(num_warmup_samples=0, adaptive_training=False, verbose_eval=0,
+                  num_tuning_cores=self.num_cores)
+        if self.base is None:
+            return ms.cost_model.XGBModel(**kw)
+        return XferXGBModel(base=self.base, **kw)
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        from tvm.s_tir import meta_schedule as ms
+        from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+        if self.base is None and not len(support):  # MetaSchedule's XGBModel without data
+            return np.random.default_rng(seed).uniform(size=len(query))
+        model = self._model()
+        ctx = ms.TuneContext(mod=w.mod, target=self.target)
+        if len(support):
+            model.update(ctx, [w.candidates[i] for i in support],
+                         [RunnerResult([float(w.seconds[i])], None) for i in support])
+        return np.asarray(model.predict(ctx, [w.candidates[i] for i in query]), dtype=float)
+
+
+def evaluate(workloads: list[EvalWorkload], methods: dict, ks: tuple[int, ...], seeds: list[int],
+             query: int, progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Score every method on every workload, k and seed.
+
+    Returns:
+        One row per (method, k, seed, workload) with the four metrics.
+    """
+    rows = []
+    for seed in seeds:
+        for w in workloads:
+            for k in ks:
+                support, q = split_indices(len(w.seconds), k, query, seed)
+                target = relative_targets(w.seconds, support)[q]
+                for name, method in methods.items():
+                    pred = method.scores(w, support, q, seed)
+                    row = {"method": name, "k": k, "seed": seed, "workload": w.name}
+                    row.update({m: f(pred, target) for m, f in METRICS.items()})
+                    rows.append(row)
+            if progress:
+                progress(f"seed {seed}: {w.name}")
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per method and k: each metric's mean over workloads, median (min, max) over seeds.
+
+    Returns:
+        ``{method: {k: {metric: {"median", "min", "max"}}}}`` (k as a string key).
+    """
+    out: dict = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        out[method] = {}
+        for k in sorted({r["k"] for r in rows}):
+            sel = [r for r in rows if r["method"] == method and r["k"] == k]
+            seeds = sorted({r["seed"] for r in sel})
+            out[method][str(k)] = {}
+            for m in METRICS:
+                per_seed = [float(np.nanmean([r[m] for r in sel if r["seed"] == s]))
+                            for s in seeds]
+                out[method][str(k)][m] = {"median": float(np.median(per_seed)),
+                                          "min": float(min(per_seed)),
+                                          "max": float(max(per_seed))}
+    return out

@@ -1,0 +1,210 @@
+"""Batch Bayesian-optimization search as a MetaSchedule ``PySearchStrategy`` (paper section 6).
+
+Each round:
+
+1. **Pool.** MetaSchedule's evolutionary search proposes ``pool_size`` candidates: random
+   samples of the design space and mutations of the best measured schedules, evolved
+   under the cost model (it is the sampler, not the chooser). Unchosen candidates of the
+   previous round stay in the pool (the best ``carry`` of them by the cost model).
+   Candidates measured before, in this run or in the database, are dropped.
+2. **Features.** Each candidate's knob vector (:mod:`tuner.knobs`) and the cost model's
+   prediction (the MetaTune model fine-tuned online on this task, or any other model).
+3. **Choice.** A GP over knob vectors with the prediction as its prior mean, fitted to this
+   task's measurements, picks the batch with a Monte-Carlo batch acquisition
+   (:func:`tuner.bo_select.select_batch`).
+
+Measurements that failed enter the GP as zero throughput. The GP runs on CUDA or ROCm when
+torch sees one, on the CPU otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+from tuner.bo_select import ACQUISITIONS, ENGINES, select_batch
+from tuner.config import BOConfig
+from tuner.knobs import KnobSpace
+
+logger = logging.getLogger(__name__)
+
+
+@derived_object
+class BatchBOSearch(PySearchStrategy):
+    """Evolutionary candidate pool, GP + batch acquisition choice.
+
+    Args:
+        evolutionary: Keyword arguments of MetaSchedule's ``EvolutionarySearch``.
+        params: :class:`tuner.config.BOConfig` (``search_params.bo``).
+        seed: Seed of the acquisition's sampler.
+    """
+
+    def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0) -> None:
+        super().__init__()
+        self.evolutionary = dict(evolutionary)
+        self.params = params or BOConfig()
+        if self.params.acquisition not in ACQUISITIONS:
+            raise ValueError(f"unknown acquisition {self.params.acquisition!r}: "
+                             f"choose {', '.join(ACQUISITIONS)}")
+        if self.params.engine not in ENGINES:
+            raise ValueError(f"unknown BO engine {self.params.engine!r}: "
+                             f"choose {', '.join(ENGINES)}")
+        self.seed = int(seed)
+        self.inner = None
+        self.context = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.knobs = KnobSpace()
+        self.max_trials = 0
+        self.batch = 0
+        self.trials = 0
+        self.rounds = 0
+        self.cost_model = None
+        self.seen: set[int] = set()
+        self.hist_cands: list = []
+        self.hist_y: list[float] = []  # throughput 1 / seconds, 0 for failures
+        self.leftover: list = []
+        self._chosen: list | None = None
+
+    def _initialize_with_tune_context(self, context) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        self.context = context
+        params = dict(self.evolutionary, population_size=self.params.population,
+                      genetic_num_iters=self.params.genetic_iters)
+        params["init_min_unmeasured"] = min(params.get("init_min_unmeasured", 50),
+                                            self.params.population // 2)
+        self.inner = ms.search_strategy.EvolutionarySearch(**params)
+        self.inner._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
+                   cost_model=None) -> None:
+        from tuner.norepeat import measured_schedules
+
+        self._reset()
+        self.max_trials = int(max_trials)
+        self.batch = int(num_trials_per_iter)
+        self.cost_model = cost_model
+        known = measured_schedules(database, self.context.mod)
+        self.seen = {h for h, _, _ in known}
+        known.sort(key=lambda k: -_throughput(k[2]))  # a resumed run starts from the best
+        for _, sch, secs in known[: self.params.max_history]:
+            self.hist_cands.append(_candidate(sch))
+            self.hist_y.append(_throughput(secs))
+        # The sampler proposes a pool each round; it stops only when we do.
+        self.inner.pre_tuning(1 << 30, self.params.pool_size, design_spaces, database,
+                              cost_model)
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+
+    def _pool(self) -> list | None:
+        from tvm_ffi import structural_hash
+
+        fresh = self.inner.generate_measure_candidates()
+        if fresh is None and not self.leftover:
+            return None
+        pool, hashes = [], set()
+        for cand in [*(fresh or []), *self.leftover]:
+            h = structural_hash(cand.sch.mod)
+            if h not in self.seen and h not in hashes:
+                hashes.add(h)
+                pool.append(cand)
+        if fresh is not None:  # the sampler's own trial counter must advance
+            self.inner.notify_runner_results(list(fresh), [_failed()] * len(fresh))
+        return pool
+
+    def _predict(self, candidates: list) -> np.ndarray:
+        if self.cost_model is None or not candidates:
+            return np.zeros(len(candidates))
+        return np.asarray(self.cost_model.predict(self.context, candidates), dtype=float)
+
+    def generate_measure_candidates(self):
+        if self.trials >= self.max_trials:
+            return None
+        pool = None
+        for _ in range(4):  # a pool of nothing but measured candidates: draw again
+            pool = self._pool()
+            if pool is None or pool:
+                break
+        if not pool:
+            return None
+        q = min(self.batch, self.max_trials - self.trials)
+        prior = self._predict(self.hist_cands + pool)
+        hist_prior, pool_prior = prior[: len(self.hist_cands)], prior[len(self.hist_cands):]
+        y = np.asarray(self.hist_y, dtype=float)
+        chosen = select_batch(
+            self.knobs.matrix(pool), pool_prior, self.knobs.matrix(self.hist_cands), hist_prior,
+            y / y.max() if len(y) and y.max() > 0 else y, q,
+            acquisition=self.params.acquisition, mc_samples=self.params.mc_samples,
+            beta=self.params.beta, engine=self.params.engine, seed=self.seed + self.rounds,
+            device=self._device())
+        picked = set(chosen)
+        rest = sorted((i for i in range(len(pool)) if i not in picked),
+                      key=lambda i: -pool_prior[i])
+        self.leftover = [pool[i] for i in rest[: self.params.carry]]
+        self._chosen = [pool[i] for i in chosen]
+        self.rounds += 1
+        return self._chosen
+
+    def _device(self):
+        import torch
+
+        from tuner.bo_select import default_device
+
+        return default_device() if self.params.device == "auto" else torch.device(
+            self.params.device)
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        from tvm_ffi import structural_hash
+
+        from tuner.monitor import result_seconds
+
+        cands = list(measure_candidates)
+        for cand, res in zip(cands, results):
+            self.seen.add(structural_hash(cand.sch.mod))
+            secs = result_seconds(res)
+            self.hist_cands.append(cand)
+            self.hist_y.append(0.0 if secs is None else 1.0 / secs)
+        self.trials += len(results)
+        self._trim_history()
+
+    def _trim_history(self) -> None:
+        """Keep the best half and the most recent rest of ``max_history`` measurements."""
+        n = self.params.max_history
+        if len(self.hist_y) <= n:
+            return
+        order = np.argsort(-np.asarray(self.hist_y), kind="stable")
+        best = set(order[: n // 2].tolist())
+        recent = [i for i in range(len(self.hist_y)) if i not in best][-(n - len(best)):]
+        keep = sorted(best | set(recent))
+        self.hist_cands = [self.hist_cands[i] for i in keep]
+        self.hist_y = [self.hist_y[i] for i in keep]
+
+    def clone(self) -> "BatchBOSearch":
+        return BatchBOSearch(self.evolutionary, self.params, self.seed)
+
+
+def _candidate(sch):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    return ms.MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, True))
+
+
+def _throughput(secs: list[float] | None) -> float:
+    from tuner.monitor import FAILED_SECONDS
+
+    if not secs:
+        return 0.0
+    mean = sum(secs) / len(secs)
+    return 0.0 if mean >= FAILED_SECONDS else 1.0 / mean
+
+
+def _failed():
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    return RunnerResult(None, "not chosen by BO")

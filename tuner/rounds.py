@@ -1,0 +1,166 @@
+"""Per-round timings (search, measurement, model update) and the model's accuracy on each
+new batch before it was measured (paper Figure 9 and Table 4).
+
+A round of :class:`tuner.scheduler.EagerGradientScheduler` is: the search strategy proposes
+a batch (``search``), the builder and runner measure it (``measure``), then the measure
+callbacks commit it and update the cost model (``update``). :class:`RoundClock` is told
+when the search starts and ends (by :class:`tuner.norepeat.NoRepeatSearch`);
+:class:`BatchAccuracyCallback`, the first measure callback, closes the measurement and
+scores the cost model's predictions of the batch (the model has not seen it yet);
+:class:`RoundMonitor`, called after the cost model's update, closes the round and writes
+``rounds.jsonl`` and TensorBoard scalars.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+from metatune import metrics
+from tuner.monitor import result_seconds
+
+logger = logging.getLogger(__name__)
+ROUNDS_FILE = "rounds.jsonl"
+
+
+class RoundClock:
+    """Timestamps of the current round, shared by the search, callbacks and monitor."""
+
+    def __init__(self) -> None:
+        self.search_start = self.search_end = self.measured = None
+        self.search_seconds = 0.0
+        self.accuracy: dict[str, float] = {}
+        self.accuracy_seconds = 0.0
+
+    def start_search(self) -> None:
+        """The search strategy starts proposing a batch."""
+        self.search_start = time.perf_counter()
+
+    def end_search(self) -> None:
+        """The batch is proposed; building and running start."""
+        self.search_end = time.perf_counter()
+        if self.search_start is not None:
+            self.search_seconds += self.search_end - self.search_start
+
+
+def batch_accuracy(pred: np.ndarray, seconds: list[float], best: float) -> dict[str, float]:
+    """Accuracy of predictions of one measured batch.
+
+    Args:
+        pred: Predicted scores of the valid candidates (higher is better).
+        seconds: Their measured run times.
+        best: The task's best run time so far, this batch included.
+
+    Returns:
+        ``mse``, ``mse_d`` (top 25 %) and ``pairwise`` against ``best / seconds``.
+    """
+    target = best / np.asarray(seconds, dtype=float)
+    return {"mse": metrics.mse(pred, target), "mse_d": metrics.mse_top(pred, target),
+            "pairwise": metrics.pairwise_accuracy(pred, target)}
+
+
+@derived_object
+class BatchAccuracyCallback(PyMeasureCallback):
+    """First measure callback: ends the measurement, scores the model on the batch.
+
+    Args:
+        clock: The shared :class:`RoundClock`.
+        cost_model: The tuning's cost model (scored before its update), or ``None``.
+        best_seconds: Best run time per task so far (shared, updated here).
+    """
+
+    def __init__(self, clock: RoundClock, cost_model, best_seconds: list[float | None]) -> None:
+        super().__init__()
+        self.clock = clock
+        self.cost_model = cost_model
+        self.best = best_seconds
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
+              runner_results) -> None:
+        self.clock.measured = time.perf_counter()
+        start = self.clock.measured
+        secs = [result_seconds(r) for r in runner_results]
+        valid = [i for i, s in enumerate(secs) if s is not None]
+        self.clock.accuracy = {}
+        if self.cost_model is not None and len(valid) >= 2:
+            best = min([secs[i] for i in valid] + [b for b in self.best[task_id:task_id + 1]
+                                                   if b is not None])
+            ctx = task_scheduler.tasks_[task_id].ctx
+            try:
+                pred = np.asarray(self.cost_model.predict(
+                    ctx, [measure_candidates[i] for i in valid]), dtype=float)
+                self.clock.accuracy = batch_accuracy(pred, [secs[i] for i in valid], best)
+            except Exception as err:  # accuracy is a report, never a reason to stop tuning
+                logger.debug("batch accuracy skipped: %s", err)
+        self.clock.accuracy_seconds = time.perf_counter() - start
+
+
+class RoundMonitor:
+    """Closes each round: ``rounds.jsonl``, TensorBoard, and totals for the report.
+
+    Use it through :class:`tuner.monitor.MonitorCallback` (after the cost-model update).
+
+    Args:
+        clock: The shared :class:`RoundClock`.
+        task_names: Task names.
+        work_dir: Where ``rounds.jsonl`` is appended.
+        writer: TensorBoard ``SummaryWriter`` or ``None``.
+        trials_before: Trials already in the database (x-axis offset).
+    """
+
+    def __init__(self, clock: RoundClock, task_names: list[str], work_dir: str, writer=None,
+                 trials_before: int = 0) -> None:
+        self.clock = clock
+        self.task_names = list(task_names)
+        self.path = os.path.join(work_dir, ROUNDS_FILE)
+        self.writer = writer
+        self.trials = int(trials_before)
+        self.rows: list[dict] = []
+
+    def observe(self, task_id: int, builder_results, runner_results) -> None:
+        """Record the round that just ended."""
+        now = time.perf_counter()
+        c = self.clock
+        measured = c.measured or now
+        row = {
+            "task_id": task_id, "task": self.task_names[task_id], "batch": len(runner_results),
+            "search_s": round(c.search_seconds, 4),
+            "measure_s": round(measured - c.search_end, 4) if c.search_end else None,
+            "update_s": round(now - measured - c.accuracy_seconds, 4),
+            **{k: (None if v != v else round(v, 5)) for k, v in c.accuracy.items()},
+        }
+        c.search_seconds = 0.0
+        self.trials += len(runner_results)
+        row["trial"] = self.trials
+        self.rows.append(row)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.writer is not None:
+            for key in ("search_s", "measure_s", "update_s"):
+                if row[key] is not None:
+                    self.writer.add_scalar(f"round/{key}", row[key], self.trials)
+            for key in ("mse", "mse_d", "pairwise"):
+                if row.get(key) is not None:
+                    self.writer.add_scalar(f"accuracy/{key}", row[key], self.trials)
+
+    def summary(self) -> dict:
+        """Totals and medians over this run's rounds (for ``report.json``)."""
+        if not self.rows:
+            return {"rounds": 0}
+        out: dict = {"rounds": len(self.rows)}
+        for key in ("search_s", "measure_s", "update_s"):
+            vals = [r[key] for r in self.rows if r[key] is not None]
+            out[key.replace("_s", "_seconds")] = round(sum(vals), 2)
+        overhead = [(r["search_s"] + r["update_s"]) / r["measure_s"] for r in self.rows
+                    if r["measure_s"]]
+        out["median_overhead_ratio"] = round(float(np.median(overhead)), 4) if overhead else None
+        for key in ("mse", "mse_d", "pairwise"):
+            vals = [r[key] for r in self.rows if r.get(key) is not None]
+            out[f"median_{key}"] = round(float(np.median(vals)), 5) if vals else None
+        return out

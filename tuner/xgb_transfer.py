@@ -1,0 +1,183 @@
+"""xgb-Xfer: MetaSchedule's XGBoost cost model with AutoTVM-style transfer learning.
+
+The paper's ``xgb-Xfer`` baseline is AutoTVM's XGBoost tuner with transfer learning (TVM
+v0.7): a base model trained on the records of earlier tasks supplies a *base margin* to the
+new task's model, discounted as the task gathers its own data (``1 / 2 ** (n / 64)``, as
+AutoTVM's ``XGBoostCostModel``), and dropped below 0.05. Here the base model is a
+MetaSchedule ``XGBModel`` (same per-store features, same objective) trained on every
+workload of the dataset's training split, and :class:`XferXGBModel` is MetaSchedule's
+``XGBModel`` whose training and prediction add that margin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import XGBModel  # a derived object: subclass ._cls
+
+from metatune.errors import MetaTuneError
+
+logger = logging.getLogger(__name__)
+
+
+class XferError(MetaTuneError):
+    """The transfer base model cannot be built or loaded."""
+
+
+def _discount(num_samples: int) -> float:
+    """AutoTVM's base-model discount after ``num_samples`` measurements of the task."""
+    return 1.0 / (2 ** (num_samples / 64.0))
+
+
+def candidate_features(model: XGBModel, context, candidates) -> list[np.ndarray]:
+    """Per-store features of the candidates, as MetaSchedule's XGBModel extracts them."""
+    return [x.numpy().astype("float32") for x in model.extractor.extract_from(context, candidates)]
+
+
+def train_base_booster(split_dir: str, target, num_cores: int):
+    """Train MetaSchedule's XGBoost on every workload of a dataset split.
+
+    Targets are MetaSchedule's own: each workload's best run time over the candidate's
+    (``min_cost / cost``), one group per workload.
+
+    Args:
+        split_dir: ``data/<target>/train``.
+        target: The ``tvm.target.Target`` the features are extracted for.
+        num_cores: Threads for XGBoost.
+
+    Returns:
+        The trained ``xgboost.Booster``.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from metatune.dataset import iter_replayed
+
+    groups: dict[str, tuple] = {}
+    for item in iter_replayed(split_dir):
+        name = item.info["name"]
+        if name not in groups:
+            groups[name] = (item.workload.mod, [], [])
+        cand = ms.MeasureCandidate(item.sch, ArgInfo.from_entry_func(item.sch.mod, True))
+        groups[name][1].append(cand)
+        groups[name][2].append(item.seconds)
+    if not groups:
+        raise XferError(f"{split_dir}: no valid records to pre-train xgb-Xfer on "
+                        "(collect the dataset first: python collect.py run)")
+    model = XGBModel(num_warmup_samples=0, num_tuning_cores=num_cores, verbose_eval=0)
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    for mod, cands, secs in groups.values():
+        ctx = ms.TuneContext(mod=mod, target=target)
+        xs += candidate_features(model, ctx, cands)
+        secs = np.asarray(secs, dtype=float)
+        ys.append(secs.min() / secs)
+    model._train(xs, np.concatenate(ys))  # the routine XGBModel.update trains with
+    logger.info("xgb-Xfer base model: %d workloads, %d samples", len(groups), len(xs))
+    return model.booster
+
+
+def _fingerprint(split_dir: str) -> str:
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(split_dir)):
+        st = os.stat(os.path.join(split_dir, name))
+        h.update(f"{name}:{st.st_size}".encode())
+    return h.hexdigest()[:16]
+
+
+def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
+    """The xgb-Xfer base model of a split, trained once and cached.
+
+    Args:
+        split_dir: ``data/<target>/train``.
+        target: The ``tvm.target.Target``.
+        num_cores: Threads for XGBoost.
+        cache_dir: Where the trained booster is kept (keyed by the data files).
+
+    Raises:
+        XferError: The split has no data, or the cached booster is unreadable.
+    """
+    import xgboost as xgb
+
+    if not os.path.isfile(os.path.join(split_dir, "meta.json")):
+        raise XferError(f"{split_dir}/meta.json not found: xgb-Xfer pre-trains on the "
+                        "dataset's training split (python collect.py run)")
+    os.makedirs(cache_dir, exist_ok=True)
+    path = os.path.join(cache_dir, f"xgb-xfer-{_fingerprint(split_dir)}.json")
+    if os.path.isfile(path):
+        booster = xgb.Booster()
+        try:
+            booster.load_model(path)
+            return booster
+        except xgb.core.XGBoostError as err:
+            logger.warning("cached base model %s unreadable (%s): retraining", path, err)
+    logger.info("training the xgb-Xfer base model on %s (once; cached in %s)", split_dir,
+                cache_dir)
+    booster = train_base_booster(split_dir, target, num_cores)
+    booster.save_model(path)
+    return booster
+
+
+@derived_object
+class XferXGBModel(XGBModel._cls):
+    """MetaSchedule's ``XGBModel`` with a discounted base margin from a pre-trained booster.
+
+    Args:
+        base: The pre-trained ``xgboost.Booster`` (see :func:`base_booster`).
+        **kwargs: ``XGBModel`` arguments.
+    """
+
+    def __init__(self, *, base, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.base = base
+        self.weight = 1.0  # base-margin weight the current booster was trained with
+
+    def _margin(self, dmatrix, weight: float) -> np.ndarray | None:
+        if weight <= 0.0:
+            return None
+        return weight * self.base.predict(dmatrix, output_margin=True)
+
+    def _train(self, xs: list[np.ndarray], ys: np.ndarray) -> None:
+        import xgboost as xgb
+
+        from tvm.s_tir.meta_schedule.cost_model.xgb_model import PackSum, _get_custom_call_back
+
+        self.d_train = PackSum(xs=xs, ys=ys)
+        weight = _discount(self.data_size)
+        self.weight = weight if weight >= 0.05 else 0.0
+        margin = self._margin(self.d_train.dmatrix, self.weight)
+        if margin is not None:
+            self.d_train.dmatrix.set_base_margin(margin)
+        d_train = self.d_train
+        self.booster = xgb.train(
+            self.config.to_dict(), d_train.dmatrix, num_boost_round=10000,
+            obj=lambda pred, _: d_train.obj_square_error(pred),
+            callbacks=[_get_custom_call_back(
+                early_stopping_rounds=self.early_stopping_rounds,
+                verbose_eval=self.verbose_eval,
+                fevals=[lambda pred, _: d_train.rmse(pred),
+                        lambda pred, _: d_train.average_peak_score(pred, self.average_peak_n)],
+                evals=[(d_train.dmatrix, "tr")], cvfolds=None)],
+        )
+        del self.d_train
+
+    def _predict(self, xs: list[np.ndarray]) -> np.ndarray:
+        from tvm.s_tir.meta_schedule.cost_model.xgb_model import PackSum
+
+        d_test = PackSum(xs=xs, ys=None)
+        if self.booster is None or self.data_size < self.num_warmup_samples:
+            pred = self._margin(d_test.dmatrix, 1.0)  # no data of the task yet: the base model
+        else:
+            margin = self._margin(d_test.dmatrix, self.weight)
+            if margin is not None:
+                d_test.dmatrix.set_base_margin(margin)
+            pred = self.booster.predict(d_test.dmatrix)
+        return d_test.predict_with_score(pred)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        """Scores of the candidates (the base model alone until the task has data)."""
+        return self._predict(candidate_features(self, context, candidates)).astype("float64")
