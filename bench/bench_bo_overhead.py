@@ -16,49 +16,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
+from common import REPO, median
+
 TASK = "fused_conv2d1_add1_relu1"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def worker(preset: str, seed: int, trials: int, batch: int, out: str,
            overrides: list[str]) -> None:
-    """Tune the benchmark task with one preset in this process; write the rounds to ``out``."""
-    sys.path.insert(0, REPO)
-    from tvm.s_tir import meta_schedule as ms
+    """Tune the benchmark task with one preset in this process; write the run to ``out``."""
+    from common import tune_one_task
 
-    from tuner.config import load_tune_config
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
-    from tuner.tuning import tune
-
-    info = resolve_target("llvm")
-    load_tensor_intrinsics(("llvm",))
-    task = next(t for t in extract_tasks(load_network("resnet-18").relax_mod, info.target)
-                if t.name == TASK)
-    work_dir = tempfile.mkdtemp(prefix=f"bench-bo-{preset}-")
-    cfg = load_tune_config(overrides=[
-        f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
-        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
-        *overrides])
-    database = ms.database.JSONDatabase(work_dir=work_dir)
-    outcome = tune([task], info, database, cfg, work_dir)
-    with open(os.path.join(work_dir, "rounds.jsonl"), encoding="utf-8") as f:
-        rounds = [json.loads(line) for line in f]
+    run = tune_one_task("resnet-18", TASK, preset, seed, trials, batch, overrides)
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"preset": preset, "seed": seed, "rounds": rounds,
-                   "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
-                   "trials": outcome.trials_run}, f)
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+        json.dump(run, f)
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -71,13 +45,13 @@ def summarize(runs: list[dict]) -> dict:
                  if x["measure_s"]]
         out[preset] = {
             "runs": len(mine), "rounds": len(rounds),
-            "median_search_s": _median([x["search_s"] for x in rounds]),
-            "median_update_s": _median([x["update_s"] for x in rounds]),
-            "median_measure_s": _median([x["measure_s"] for x in rounds if x["measure_s"]]),
-            "median_overhead_ratio": _median(ratio),
+            "median_search_s": median([x["search_s"] for x in rounds]),
+            "median_update_s": median([x["update_s"] for x in rounds]),
+            "median_measure_s": median([x["measure_s"] for x in rounds if x["measure_s"]]),
+            "median_overhead_ratio": median(ratio),
             "max_overhead_ratio": max(ratio) if ratio else None,
             "best_ms_per_seed": {r["seed"]: r["best_ms"] for r in mine},
-            "median_best_ms": _median([r["best_ms"] for r in mine if r["best_ms"]]),
+            "median_best_ms": median([r["best_ms"] for r in mine if r["best_ms"]]),
         }
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,7 @@ def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
     from lightning_modules.pretrain import PretrainModule
     from metatune.graph import NODE_FEATURES
 
+    start = time.perf_counter()
     pl.seed_everything(cfg["seed"], workers=True)
     dm = GraphDataModule(
         os.path.join(_abs(cfg["data_dir"]), "train"), cfg["graph"], _abs(cfg["cache_dir"]),
@@ -153,8 +155,44 @@ def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
         trainer.save_checkpoint(out)
     else:
         _save_plain(meta, out)
-    logger.info("checkpoint: %s", out)
+    provenance = write_provenance(out, cfg, dm, metrics, time.perf_counter() - start)
+    logger.info("checkpoint: %s (how it was made: %s)", out, provenance)
     return {"checkpoint": out, "metrics": metrics}
+
+
+def write_provenance(checkpoint: str, cfg: dict[str, Any], dm, metrics: dict[str, float],
+                     seconds: float) -> str:
+    """Write ``<checkpoint>.json``: command, date, machine, data, settings and final metrics.
+
+    Returns:
+        The path written.
+    """
+    import json
+    import sys
+
+    from tuner.report import machine_info
+
+    path = os.path.splitext(checkpoint)[0] + ".json"
+    doc = {
+        "checkpoint": os.path.basename(checkpoint),
+        "command": "python train.py " + " ".join(sys.argv[1:]) if sys.argv[0].endswith(
+            "train.py") else "run_train(cfg) (see config)",
+        "machine": machine_info(),
+        "train_seconds": round(seconds, 1),
+        "data": {
+            "dir": cfg["data_dir"],
+            "train_workloads": [w.name for w in dm.train_workloads],
+            "val_workloads": [w.name for w in dm.val_workloads],
+            "train_samples": sum(len(w.graphs) for w in dm.train_workloads),
+            "val_samples": sum(len(w.graphs) for w in dm.val_workloads),
+        },
+        "target": "relative throughput: best run time of the workload / candidate's run time",
+        "metrics": metrics,
+        "config": cfg,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+    return path
 
 
 def _save_plain(module, path: str) -> None:

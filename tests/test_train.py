@@ -48,6 +48,13 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     result = run_train(load_train_config(overrides=_overrides(tiny_data, fast_dev_run=True)))
     result = run_train(load_train_config(overrides=_overrides(tiny_data)))
     assert "meta/val_query_loss_after" in result["metrics"]
+    import json
+    import os
+
+    with open(os.path.splitext(result["checkpoint"])[0] + ".json") as f:
+        provenance = json.load(f)  # how, where and when the checkpoint was made
+    assert provenance["data"]["train_workloads"] and provenance["machine"]["date"]
+    assert provenance["config"]["graph"] == "super"
     module = MetaModule.load_from_checkpoint(result["checkpoint"], map_location="cpu")
     net = module.net.eval()
     workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))

@@ -102,7 +102,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
             for t, b in zip(tasks, outcome.best_ms)
         ],
         "notes": network.notes,
-        "latency_ms": {"tuned": None, "untuned": None, "torch": None},
+        "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
         "check_error": None,
         "machine": machine_info(),
         "config": cfg,
@@ -138,3 +138,7 @@ def evaluate_into(report: dict[str, Any], network, target_info, database,
     if ecfg["torch"] and network.torch_module is not None and target_info.device_type == "cpu":
         report["latency_ms"]["torch"] = time_torch(
             network.torch_module, x, ecfg["repeat"], target_info.num_cores).median_ms
+        if ecfg["torch_compile"]:
+            report["latency_ms"]["torch_compile"] = time_torch(
+                network.torch_module, x, ecfg["repeat"], target_info.num_cores,
+                compile=True).median_ms

@@ -88,6 +88,7 @@ class EvaluateConfig:
     untuned: bool = True
     untuned_repeat: int = 3
     torch: bool = True
+    torch_compile: bool = False
 
 
 @dataclass

@@ -100,18 +100,22 @@ def check_output(actual: np.ndarray, expected: np.ndarray, rtol: float) -> float
     return err
 
 
-def time_torch(module, x: np.ndarray, repeat: int, num_threads: int) -> Latency:
-    """Median latency of PyTorch eager on the CPU, ``num_threads`` threads.
+def time_torch(module, x: np.ndarray, repeat: int, num_threads: int,
+               compile: bool = False) -> Latency:
+    """Median latency of PyTorch on the CPU, ``num_threads`` threads.
 
     Args:
         module: The ``nn.Module`` in eval mode.
         x: The input array.
-        repeat: Timed repeats (after 3 warm-up runs).
+        repeat: Timed repeats (after 3 warm-up runs, which include compilation).
         num_threads: ``torch.set_num_threads`` value.
+        compile: Time ``torch.compile(module)`` (inductor) instead of eager.
     """
     import torch
 
     torch.set_num_threads(num_threads)
+    if compile:
+        module = torch.compile(module)
     inp = torch.from_numpy(x)
     runs = []
     with torch.inference_mode():

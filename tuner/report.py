@@ -56,7 +56,8 @@ def format_report(report: dict[str, Any]) -> str:
     rows = [
         ("network", report["network"]),
         ("target", report["target"]),
-        ("cost model / search", f"{report['cost_model']} / {report['search']}"),
+        ("cost model / search", f"{report['cost_model']} / {report['search']}"
+         + (f"  (preset {report['preset']})" if report.get("preset") else "")),
         ("trials (this run / in database / budget)",
          f"{report['trials_run']} / {report['trials_total']} / {report['trials']}"),
         ("failed measurements (this run)", str(report["failures"])),
@@ -67,6 +68,13 @@ def format_report(report: dict[str, Any]) -> str:
         ("latency PyTorch eager", _ms(torch_ms)
          + (f"  (tuned / torch = {tuned / torch_ms:.2f})" if tuned and torch_ms else "")),
     ]
+    if lat.get("torch_compile"):
+        rows.append(("latency torch.compile", _ms(lat["torch_compile"])))
+    rounds = report.get("rounds") or {}
+    if rounds.get("rounds"):
+        rows.append(("time in search / measurement / model update",
+                     f"{rounds['search_seconds']:.1f} / {rounds['measure_seconds']:.1f} / "
+                     f"{rounds['update_seconds']:.1f} s"))
     if report.get("check_error") is not None:
         rows.append(("output check (rel. max error)", f"{report['check_error']:.1e}"))
     width = max(len(k) for k, _ in rows)

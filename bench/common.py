@@ -1,0 +1,66 @@
+"""Shared by the tuning benchmarks: tune one task of a network with a preset, in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: int,
+                  batch: int, overrides: list[str]) -> dict:
+    """Tune one task with ``tune.py``'s own loop (:func:`tuner.tuning.tune`).
+
+    Args:
+        network: A built-in network name.
+        task_name: The task, as ``tune.py`` lists it.
+        preset: ``xgb``, ``xgb-Xfer``, ``meta-BO`` or ``meta-BO-T``.
+        seed: Tuning seed.
+        trials: Trials to measure.
+        batch: Trials per round.
+        overrides: More tune config overrides.
+
+    Returns:
+        ``preset``, ``seed``, ``task``, ``best_ms``, ``tuning_seconds``, ``trials``,
+        ``rounds`` (``rounds.jsonl`` rows) and ``curve`` (``[trial, best ms so far]``).
+    """
+    sys.path.insert(0, REPO)
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.config import load_tune_config
+    from tuner.intrinsics import load_tensor_intrinsics
+    from tuner.monitor import read_curves
+    from tuner.networks import load_network
+    from tuner.targets import resolve_target
+    from tuner.tasks import extract_tasks
+    from tuner.tuning import tune
+
+    info = resolve_target("llvm")
+    load_tensor_intrinsics(("llvm",))
+    tasks = extract_tasks(load_network(network).relax_mod, info.target)
+    matching = [t for t in tasks if t.name == task_name]
+    if not matching:
+        raise SystemExit(f"{network} has no task {task_name!r}; its tasks: "
+                         + ", ".join(t.name for t in tasks))
+    work_dir = tempfile.mkdtemp(prefix=f"bench-{preset}-")
+    cfg = load_tune_config(overrides=[
+        f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
+        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
+        *overrides])
+    outcome = tune(matching, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
+    with open(os.path.join(work_dir, "rounds.jsonl"), encoding="utf-8") as f:
+        rounds = [json.loads(line) for line in f]
+    curve = [[c["trial"], c["task_best_ms"]] for c in read_curves(work_dir)]
+    return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",
+            "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
+            "trials": outcome.trials_run, "rounds": rounds, "curve": curve}
+
+
+def median(values: list[float]) -> float | None:
+    """The median, or ``None`` for no values."""
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None

@@ -1,0 +1,291 @@
+"""The tuning frameworks side by side on held-out convolutions (paper Figures 5-6, 9; Table 4).
+
+Every framework (preset) tunes the same held-out convolution tasks (tasks of the four
+networks; the cost models never trained on them) with the same budget, batch size and
+seeds, each run in a fresh process, frameworks alternating run by run. Reported:
+
+- search efficiency: best latency against measured trials (median and spread over seeds),
+  the trials each framework needs to reach xgb's final best, and its final best over xgb's;
+- cost-model accuracy while tuning: the median over rounds of MSE, MSE(D) and pairwise
+  ranking accuracy of each new batch before it was measured (Table 4), and their curves
+  over the first rounds (Figure 9);
+- with ``--networks``, end to end (paper Table 3): each network tuned by each framework at
+  the same budget with ``tune.py``, its tuned latency beside the untuned build, PyTorch
+  eager and ``torch.compile``, and the tuning wall time.
+
+Runs are kept in ``--runs-dir`` as they finish: rerun the same command to resume.
+
+Usage:
+    python bench/compare_frameworks.py --quick          # about 15 minutes
+    python bench/compare_frameworks.py                  # a few hours; resumable
+    python bench/compare_frameworks.py --networks alexnet resnet-18 --network-trials 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from common import REPO, median
+
+PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
+BASELINE = "xgb"
+QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu1"]
+FULL_TASKS = [
+    "resnet-18/fused_conv2d1_add1_relu1", "resnet-18/fused_conv2d6_add5_relu3",
+    "alexnet/fused_conv2d1_add1_relu1", "vgg-16/fused_conv2d5_add2_relu2",
+    "squeezenet/fused_conv2d_add_relu", "squeezenet/fused_conv2d13_add8_relu8",
+]
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="one task, 2 seeds, 64 trials")
+    p.add_argument("--tasks", nargs="+", help="network/task names (default: see --quick)")
+    p.add_argument("--presets", nargs="+", default=PRESETS)
+    p.add_argument("--seeds", type=int, nargs="+")
+    p.add_argument("--trials", type=int)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--networks", nargs="*", default=[],
+                   help="also tune these whole networks with every preset (end to end)")
+    p.add_argument("--network-trials", type=int, default=512)
+    p.add_argument("--runs-dir", default="work/bench/frameworks")
+    p.add_argument("--out", default="docs/bench/frameworks")
+    p.add_argument("--worker", nargs=4, metavar=("TASK", "PRESET", "SEED", "OUT"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
+    args = p.parse_args()
+    args.tasks = args.tasks or (QUICK_TASKS if args.quick else FULL_TASKS)
+    args.seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
+    args.trials = args.trials or (64 if args.quick else 256)
+    return args
+
+
+def trials_to_reach(curve: list[list[float]], target_ms: float) -> int | None:
+    """The first trial count whose best-so-far is at most ``target_ms`` (``None``: never)."""
+    for trial, best in curve:
+        if best is not None and best <= target_ms * (1 + 1e-9):
+            return int(trial)
+    return None
+
+
+def best_at(curve: list[list[float]], trial: int) -> float | None:
+    """Best-so-far latency after ``trial`` trials (the last round not past it)."""
+    best = None
+    for t, b in curve:
+        if t > trial:
+            break
+        best = b
+    return best
+
+
+def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> dict:
+    """Per task and preset: final bests, curves, trials to xgb's best, accuracy."""
+    out: dict = {}
+    grid = list(range(batch, trials + 1, batch))
+    for task in dict.fromkeys(r["task"] for r in runs):
+        per_task = {}
+        base = [r for r in runs if r["task"] == task and r["preset"] == BASELINE]
+        base_final = median([r["best_ms"] for r in base])
+        for preset in presets:
+            mine = sorted((r for r in runs if r["task"] == task and r["preset"] == preset),
+                          key=lambda r: r["seed"])
+            if not mine:
+                continue
+            curves = [[best_at(r["curve"], t) for t in grid] for r in mine]
+            rounds = [x for r in mine for x in r["rounds"]]
+            reach = [trials_to_reach(r["curve"], base_final) for r in mine] if base_final else []
+            final = median([r["best_ms"] for r in mine])
+            per_task[preset] = {
+                "seeds": [r["seed"] for r in mine],
+                "final_ms": [r["best_ms"] for r in mine],
+                "median_final_ms": final,
+                "final_over_xgb": (final / base_final) if final and base_final else None,
+                "trials_to_xgb_best": reach,
+                "curve_trials": grid,
+                "curve_median_ms": [median(list(col)) for col in zip(*curves)],
+                "curve_min_ms": [min((v for v in col if v), default=None) for col in zip(*curves)],
+                "curve_max_ms": [max((v for v in col if v), default=None) for col in zip(*curves)],
+                "median_mse": median([x.get("mse") for x in rounds]),
+                "median_mse_d": median([x.get("mse_d") for x in rounds]),
+                "median_pairwise": median([x.get("pairwise") for x in rounds]),
+                "early_mse": [median([r["rounds"][i].get("mse") for r in mine
+                                      if i < len(r["rounds"])]) for i in range(6)],
+                "tuning_seconds": median([r["tuning_seconds"] for r in mine]),
+            }
+        out[task] = per_task
+    return out
+
+
+def tune_networks(args: argparse.Namespace) -> list[dict]:
+    """Tune each network with each preset via ``tune.py`` (resumable: each run's work dir
+    keeps its database; a finished run is read back, not repeated)."""
+    reports = []
+    for network in args.networks:
+        for i, preset in enumerate(args.presets):
+            work = os.path.join(args.runs_dir, f"net-{network}-{preset}-t{args.network_trials}")
+            path = os.path.join(work, "report.json")
+            done = False
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    done = json.load(f).get("latency_ms", {}).get("tuned") is not None
+            if not done:
+                print(f"{network} {preset}: tuning {args.network_trials} trials", flush=True)
+                cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
+                       "--trials", str(args.network_trials), "--work-dir", work,
+                       "--seed", str(args.seeds[0]), "progress=false",
+                       f"evaluate.torch_compile={'true' if i == 0 else 'false'}",
+                       *args.overrides]
+                subprocess.run(cmd, check=True, cwd=REPO)
+            with open(path, encoding="utf-8") as f:
+                reports.append(json.load(f))
+    return reports
+
+
+def network_rows(reports: list[dict]) -> list[dict]:
+    """One row per (network, preset) for the end-to-end table."""
+    rows = []
+    compiled = {r["network"]: r["latency_ms"].get("torch_compile") for r in reports
+                if r["latency_ms"].get("torch_compile")}
+    for r in reports:
+        lat = r["latency_ms"]
+        rows.append({
+            "network": r["network"], "preset": r["preset"], "trials": r["trials_total"],
+            "tuned_ms": lat["tuned"], "untuned_ms": lat["untuned"], "torch_ms": lat["torch"],
+            "torch_compile_ms": compiled.get(r["network"]),
+            "speedup_over_untuned": (lat["untuned"] / lat["tuned"]
+                                     if lat["tuned"] and lat["untuned"] else None),
+            "tuning_minutes": r["tuning_seconds"] / 60.0,
+        })
+    return rows
+
+
+def _fmt(v, spec=".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def markdown(doc: dict) -> str:
+    lines = ["# Tuning frameworks side by side on held-out convolutions", "",
+             f"- command: `{doc['command']}`", f"- date: {doc['date']}",
+             f"- machine: {doc['machine']}",
+             f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
+             "each run a fresh process; same tasks, budgets and seeds for every framework",
+             "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
+             "transfer from the training split; meta-BO / meta-BO-T = MetaTune (plain / "
+             "super-graph) + batch BO", ""]
+    for task, per in doc["summary"].items():
+        lines += [f"## {task}", "",
+                  "| framework | final best ms (median) | per seed | vs xgb | trials to xgb's best "
+                  "| MSE | MSE(D) | pairwise | tuning s |", "|---|---|---|---|---|---|---|---|---|"]
+        for preset, s in per.items():
+            seeds = ", ".join(_fmt(v) for v in s["final_ms"])
+            reach = ", ".join("-" if v is None else str(v) for v in s["trials_to_xgb_best"])
+            lines.append(
+                f"| {preset} | {_fmt(s['median_final_ms'])} | {seeds} | "
+                f"{_fmt(s['final_over_xgb'])} | {reach} | {_fmt(s['median_mse'])} | "
+                f"{_fmt(s['median_mse_d'])} | {_fmt(s['median_pairwise'])} | "
+                f"{_fmt(s['tuning_seconds'], '.0f')} |")
+        lines += ["", f"![curves]({os.path.basename(doc['png'][task])})", ""]
+    if doc.get("networks"):
+        lines += ["## End to end (paper Table 3)", "",
+                  "| network | framework | trials | tuned ms | untuned ms | speedup | "
+                  "PyTorch eager ms | torch.compile ms | tuning min |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in doc["networks"]:
+            lines.append(
+                f"| {r['network']} | {r['preset']} | {r['trials']} | {_fmt(r['tuned_ms'], '.2f')} "
+                f"| {_fmt(r['untuned_ms'], '.1f')} | {_fmt(r['speedup_over_untuned'], '.1f')} | "
+                f"{_fmt(r['torch_ms'], '.2f')} | {_fmt(r['torch_compile_ms'], '.2f')} | "
+                f"{_fmt(r['tuning_minutes'], '.1f')} |")
+        lines.append("")
+    lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
+              "per seed, the measured trials after which the framework's best was at least "
+              "as fast as xgb's median final best ('-': not within the budget). MSE, MSE(D), "
+              "pairwise: the cost model on each new batch before it was measured, median over "
+              "rounds (paper Table 4)."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict, out_prefix: str) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = {}
+    for i, (task, per) in enumerate(summary.items()):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for preset, s in per.items():
+            x = s["curve_trials"]
+            ax.plot(x, s["curve_median_ms"], label=preset)
+            lo = [v if v is not None else float("nan") for v in s["curve_min_ms"]]
+            hi = [v if v is not None else float("nan") for v in s["curve_max_ms"]]
+            ax.fill_between(x, lo, hi, alpha=0.15)
+        ax.set_xlabel("measured trials")
+        ax.set_ylabel("best latency (ms)")
+        ax.set_title(task)
+        ax.legend()
+        fig.tight_layout()
+        path = f"{out_prefix}-{i}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths[task] = path
+    return paths
+
+
+def main() -> None:
+    args = _parse()
+    if args.worker:
+        from common import tune_one_task
+
+        task, preset, seed, out = args.worker
+        network, name = task.split("/", 1)
+        run = tune_one_task(network, name, preset, int(seed), args.trials, args.batch,
+                            args.overrides)
+        with open(out + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(run, f)
+        os.replace(out + ".tmp", out)
+        return
+    sys.path.insert(0, REPO)
+    os.chdir(REPO)
+    from tuner.report import machine_info
+
+    runs_dir = os.path.join(args.runs_dir, f"t{args.trials}-b{args.batch}")
+    os.makedirs(runs_dir, exist_ok=True)
+    runs = []
+    plan = [(t, s, p) for t in args.tasks for s in args.seeds for p in args.presets]
+    for i, (task, seed, preset) in enumerate(plan, 1):
+        path = os.path.join(runs_dir, f"{task.replace('/', '__')}-{preset}-{seed}.json")
+        if not os.path.exists(path):
+            print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}", flush=True)
+            cmd = [sys.executable, os.path.abspath(__file__), "--trials", str(args.trials),
+                   "--batch", str(args.batch), "--worker", task, preset, str(seed), path,
+                   *args.overrides]
+            subprocess.run(cmd, check=True, cwd=REPO)
+        else:
+            print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}: done before", flush=True)
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    m = machine_info()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    summary = summarize(runs, args.presets, args.trials, args.batch)
+    doc = {"command": "python bench/compare_frameworks.py " + " ".join(sys.argv[1:]),
+           "date": m["date"], "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}",
+           "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
+           "trials": args.trials, "batch": args.batch, "summary": summary,
+           "png": plot(summary, args.out),
+           "networks": network_rows(tune_networks(args)) if args.networks else []}
+    with open(args.out + ".json", "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+    text = markdown(doc)
+    with open(args.out + ".md", "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
