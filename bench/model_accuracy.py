@@ -123,11 +123,17 @@ def main() -> None:
         "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
         "adapt": {"steps": steps, "lr": lr},
         "seconds": round(time.perf_counter() - start, 1),
-        "summary": summarize(rows), "rows": rows,
+        "summary": summarize(rows),
+        # every (method, k, seed, workload) score, compact: one list per row
+        "row_columns": list(rows[0]) if rows else [],
+        "rows": [[round(v, 4) if isinstance(v, float) else v for v in r.values()]
+                 for r in rows],
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
+    head = json.dumps({k: v for k, v in doc.items() if k != "rows"}, indent=1)[:-2]
+    with open(args.out + ".json", "w", encoding="utf-8") as f:  # one line per row
+        f.write(head + ',\n "rows": [\n' + ",\n".join("  " + json.dumps(r) for r in doc["rows"])
+                + "\n ]\n}\n")
     text = _markdown(doc)
     with open(args.out + ".md", "w", encoding="utf-8") as f:
         f.write(text)

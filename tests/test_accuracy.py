@@ -76,3 +76,14 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     model.update(ctx, w.candidates[:4], [RunnerResult([float(s)], None) for s in w.seconds[:4]])
     after = model.predict(ctx, w.candidates)
     assert not np.allclose(after, before)
+
+
+def test_xfer_refuses_data_of_another_target():
+    import tvm
+
+    from metatune.errors import ConfigError
+    from tuner.tuning import make_cost_model
+
+    cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    with pytest.raises(ConfigError, match="collect data for cuda"):
+        make_cost_model("xgb-xfer", 1, None, {"data": "data/llvm/train"}, cuda)

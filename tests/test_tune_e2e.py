@@ -46,7 +46,7 @@ def test_tuning_writes_records_and_report(tuned):
         on_disk = json.load(f)
     for key in ("network", "target", "cost_model", "search", "trials", "tuning_seconds"):
         assert key in on_disk
-    assert set(on_disk["latency_ms"]) == {"tuned", "untuned", "torch"}
+    assert set(on_disk["latency_ms"]) == {"tuned", "untuned", "torch", "torch_compile"}
     assert os.path.exists(os.path.join(work, "tuning_curves.png"))
     assert os.listdir(os.path.join(work, "tensorboard"))
 

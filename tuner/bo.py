@@ -67,7 +67,6 @@ class BatchBOSearch(PySearchStrategy):
         self.hist_cands: list = []
         self.hist_y: list[float] = []  # throughput 1 / seconds, 0 for failures
         self.leftover: list = []
-        self._chosen: list | None = None
 
     def _initialize_with_tune_context(self, context) -> None:
         from tvm.s_tir import meta_schedule as ms
@@ -146,9 +145,8 @@ class BatchBOSearch(PySearchStrategy):
         rest = sorted((i for i in range(len(pool)) if i not in picked),
                       key=lambda i: -pool_prior[i])
         self.leftover = [pool[i] for i in rest[: self.params.carry]]
-        self._chosen = [pool[i] for i in chosen]
         self.rounds += 1
-        return self._chosen
+        return [pool[i] for i in chosen]
 
     def _device(self):
         import torch

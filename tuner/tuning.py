@@ -69,7 +69,9 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
         from tuner.cost_model import MetaTuneCostModel, load_net
 
         m = metatune or {}
-        net = load_net(m.get("checkpoint") or default_checkpoint(graph=m.get("graph", "super")),
+        kind = str(target.kind.name) if target is not None else "llvm"
+        # Measurements differ per target: the default checkpoint is the target kind's own.
+        net = load_net(m.get("checkpoint") or default_checkpoint(kind, m.get("graph", "super")),
                        from_scratch=bool(m.get("from_scratch")))
         return MetaTuneCostModel(net=net, graph=m.get("graph", "super"),
                                  adapt_steps=int(m.get("adapt_steps", 5)),
@@ -82,7 +84,14 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
 
         x = xfer or {}
         rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
-        base = base_booster(rel(x.get("data", "data/llvm/train")), target, num_cores,
+        data = rel(x.get("data", "data/llvm/train"))
+        kind = str(target.kind.name) if target is not None else "llvm"
+        if os.path.basename(os.path.dirname(os.path.normpath(data))) not in (kind, ""):
+            raise ConfigError(
+                f"xgb-xfer pre-trains on {data}, measured for another target than {kind}: "
+                f"collect data for {kind} (python collect.py run target={kind} "
+                f"out=data/{kind}) and pass xfer.data=data/{kind}/train")
+        base = base_booster(data, target, num_cores,
                             rel(x.get("cache_dir", "work/cache")))
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
