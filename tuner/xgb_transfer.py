@@ -2,8 +2,10 @@
 
 The paper's ``xgb-Xfer`` baseline is AutoTVM's XGBoost tuner with transfer learning (TVM
 v0.7): a base model trained on the records of earlier tasks supplies a *base margin* to the
-new task's model, discounted as the task gathers its own data (``1 / 2 ** (n / 64)``, as
-AutoTVM's ``XGBoostCostModel``), and dropped below 0.05. Here the base model is a
+new task's model, discounted as the model gathers its own data (``1 / 2 ** (n / 64)``, as
+AutoTVM's ``XGBoostCostModel``), and dropped below 0.05. MetaSchedule shares one XGBoost
+model among all tasks of a run, so ``n`` counts the measurements of every task: on a whole
+network the base model fades after about 280 trials in all. Here the base model is a
 MetaSchedule ``XGBModel`` (same per-store features, same objective) trained on every
 workload of the dataset's training split, and :class:`XferXGBModel` is MetaSchedule's
 ``XGBModel`` whose training and prediction add that margin.
