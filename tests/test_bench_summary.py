@@ -1,0 +1,37 @@
+"""The framework-comparison summaries: curves on a common grid, trials to xgb's best."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "bench"))
+
+import compare_frameworks as cf  # noqa: E402
+
+
+def _run(preset, seed, curve, rounds=None):
+    return {"task": "net/t", "preset": preset, "seed": seed, "best_ms": curve[-1][1],
+            "curve": curve, "rounds": rounds or [{"mse": 0.1, "mse_d": 0.2, "pairwise": 0.6}],
+            "tuning_seconds": 10.0}
+
+
+def test_trials_to_reach_and_best_at():
+    curve = [[16, 5.0], [32, 3.0], [48, 2.0]]
+    assert cf.trials_to_reach(curve, 3.0) == 32 and cf.trials_to_reach(curve, 1.0) is None
+    assert cf.best_at(curve, 40) == 3.0 and cf.best_at(curve, 8) is None
+
+
+def test_summarize_compares_with_xgb():
+    runs = [_run("xgb", 0, [[16, 4.0], [32, 3.0]]), _run("xgb", 1, [[16, 5.0], [32, 3.0]]),
+            _run("meta-BO-T", 0, [[16, 3.0], [32, 2.4]]),
+            _run("meta-BO-T", 1, [[16, 2.9], [32, 2.0]])]
+    s = cf.summarize(runs, ["xgb", "meta-BO-T"], 32, 16)["net/t"]
+    assert s["xgb"]["final_over_xgb"] == 1.0
+    assert s["meta-BO-T"]["final_over_xgb"] == 2.2 / 3.0
+    assert s["meta-BO-T"]["trials_to_xgb_best"] == [16, 16]
+    assert s["meta-BO-T"]["curve_median_ms"] == [2.95, 2.2]
+    assert "meta-BO-T" in cf.markdown({"command": "c", "date": "d", "machine": "m",
+                                       "trials": 32, "batch": 16, "seeds": [0, 1],
+                                       "summary": {"net/t": s}, "png": {"net/t": "x.png"}})
