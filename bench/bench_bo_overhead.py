@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import REPO, median
+from common import REPO, median, provenance, write_results
 
 TASK = "fused_conv2d1_add1_relu1"
 
@@ -72,9 +72,6 @@ def main() -> None:
         preset, seed, out = args.worker
         worker(preset, int(seed), args.trials, args.batch, out, args.overrides)
         return
-    sys.path.insert(0, REPO)
-    from tuner.report import machine_info
-
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
@@ -87,14 +84,9 @@ def main() -> None:
                 with open(out, encoding="utf-8") as f:
                     runs.append(json.load(f))
                 print(f"{preset} seed {seed}: best {runs[-1]['best_ms']:.3f} ms", flush=True)
-    m = machine_info()
-    doc = {"command": "python bench/bench_bo_overhead.py " + " ".join(sys.argv[1:]),
-           "date": m["date"], "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}",
+    doc = {**provenance("bench_bo_overhead.py"),
            "task": TASK, "trials": args.trials, "batch": args.batch,
            "summary": summarize(runs), "runs": runs}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
     lines = ["# Search and model update per round vs measurement (batch "
              f"{args.batch})", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
@@ -109,9 +101,7 @@ def main() -> None:
             f"| {preset} | {s['median_search_s']:.2f} | {s['median_update_s']:.2f} | "
             f"{s['median_measure_s']:.2f} | {s['median_overhead_ratio']:.3f} | "
             f"{s['max_overhead_ratio']:.3f} | {s['median_best_ms']:.3f} |")
-    with open(args.markdown, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, args.markdown, doc, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,45 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve}
 
 
+def provenance(script: str) -> dict:
+    """``command``, ``date`` and ``machine`` of this benchmark run, for its JSON and page.
+
+    Args:
+        script: The script's file name under ``bench/``.
+    """
+    sys.path.insert(0, REPO)
+    from tuner.report import machine_info
+
+    m = machine_info()
+    return {"command": f"python bench/{script} " + " ".join(sys.argv[1:]), "date": m["date"],
+            "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}"}
+
+
+def write_results(json_path: str, md_path: str, doc: dict, text: str,
+                  rows_key: str | None = None) -> None:
+    """Write a benchmark's JSON and markdown page, and print the page.
+
+    Args:
+        json_path: Where the JSON goes.
+        md_path: Where the markdown page goes.
+        doc: The JSON document.
+        text: The markdown page.
+        rows_key: A key of ``doc`` holding a long list, written one entry per line.
+    """
+    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+    with open(json_path, "w", encoding="utf-8") as f:
+        if rows_key is None:
+            json.dump(doc, f, indent=1)
+        else:
+            rest = {k: v for k, v in doc.items() if k != rows_key}
+            head = json.dumps(rest, indent=1)[:-1].rstrip() + ("," if rest else "")
+            rows = ",\n".join("  " + json.dumps(r) for r in doc[rows_key])
+            f.write(f'{head}\n "{rows_key}": [\n{rows}\n ]\n}}\n')
+    with open(md_path, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text)
+
+
 def median(values: list[float]) -> float | None:
     """The median, or ``None`` for no values."""
     values = [v for v in values if v is not None]

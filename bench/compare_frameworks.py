@@ -29,7 +29,7 @@ import os
 import subprocess
 import sys
 
-from common import REPO, median
+from common import REPO, median, provenance, write_results
 
 PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
 BASELINE = "xgb"
@@ -252,8 +252,6 @@ def main() -> None:
         return
     sys.path.insert(0, REPO)
     os.chdir(REPO)
-    from tuner.report import machine_info
-
     runs_dir = os.path.join(args.runs_dir, f"t{args.trials}-b{args.batch}")
     os.makedirs(runs_dir, exist_ok=True)
     runs = []
@@ -270,21 +268,14 @@ def main() -> None:
             print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}: done before", flush=True)
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
-    m = machine_info()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
-    doc = {"command": "python bench/compare_frameworks.py " + " ".join(sys.argv[1:]),
-           "date": m["date"], "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}",
+    doc = {**provenance("compare_frameworks.py"),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch, "summary": summary,
            "png": plot(summary, args.out),
            "networks": network_rows(tune_networks(args)) if args.networks else []}
-    with open(args.out + ".json", "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-    text = markdown(doc)
-    with open(args.out + ".md", "w", encoding="utf-8") as f:
-        f.write(text)
-    print(text)
+    write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import REPO, provenance, write_results
+
 METHOD_NOTES = {
     "metatune-super": "GCN on the super-graph (meta-BO-T's model), head adapted on the k samples",
     "metatune-plain": "GCN on the plain graph (meta-BO's model), head adapted on the k samples",
@@ -87,7 +87,6 @@ def main() -> None:
     from tuner.config import load_tune_config
     from tuner.cost_model import load_net
     from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.report import machine_info
     from tuner.targets import resolve_target
     from tuner.xgb_transfer import base_booster
 
@@ -116,10 +115,8 @@ def main() -> None:
     }
     rows = evaluate(workloads, methods, tuple(args.ks), args.seeds, args.query,
                     progress=lambda msg: logging.info("done %s", msg))
-    m = machine_info()
     doc = {
-        "command": "python bench/model_accuracy.py " + " ".join(sys.argv[1:]),
-        "date": m["date"], "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}",
+        **provenance("model_accuracy.py"),
         "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
         "adapt": {"steps": steps, "lr": lr},
         "seconds": round(time.perf_counter() - start, 1),
@@ -129,15 +126,7 @@ def main() -> None:
         "rows": [[round(v, 4) if isinstance(v, float) else v for v in r.values()]
                  for r in rows],
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    head = json.dumps({k: v for k, v in doc.items() if k != "rows"}, indent=1)[:-2]
-    with open(args.out + ".json", "w", encoding="utf-8") as f:  # one line per row
-        f.write(head + ',\n "rows": [\n' + ",\n".join("  " + json.dumps(r) for r in doc["rows"])
-                + "\n ]\n}\n")
-    text = _markdown(doc)
-    with open(args.out + ".md", "w", encoding="utf-8") as f:
-        f.write(text)
-    print(text)
+    write_results(args.out + ".json", args.out + ".md", doc, _markdown(doc), rows_key="rows")
 
 
 if __name__ == "__main__":

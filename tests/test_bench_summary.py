@@ -35,3 +35,18 @@ def test_summarize_compares_with_xgb():
     assert "meta-BO-T" in cf.markdown({"command": "c", "date": "d", "machine": "m",
                                        "trials": 32, "batch": 16, "seeds": [0, 1],
                                        "summary": {"net/t": s}, "png": {"net/t": "x.png"}})
+
+
+def test_write_results_round_trips_json_with_rows_one_per_line(tmp_path, capsys):
+    import json
+
+    from common import write_results
+
+    doc = {"command": "c", "summary": {"a": 1.5}, "rows": [["m", 0, 0.25], ["m", 8, 0.5]]}
+    write_results(str(tmp_path / "r.json"), str(tmp_path / "r.md"), doc, "# page\n",
+                  rows_key="rows")
+    text = (tmp_path / "r.json").read_text()
+    assert json.loads(text) == doc and '  ["m", 8, 0.5]' in text.splitlines()
+    assert (tmp_path / "r.md").read_text() == "# page\n" and "# page" in capsys.readouterr().out
+    write_results(str(tmp_path / "s.json"), str(tmp_path / "s.md"), {"rows": []}, "", "rows")
+    assert json.loads((tmp_path / "s.json").read_text()) == {"rows": []}

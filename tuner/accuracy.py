@@ -69,11 +69,9 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
         min_samples: Workloads with fewer valid samples are skipped (with a warning).
         limit: Keep only the first ``limit`` workloads of ``meta.json``.
     """
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-
     from metatune.dataset import iter_replayed, workload_order
     from metatune.graph import encode
+    from tuner.database import as_candidate
 
     order = [w["name"] for w in workload_order(split_dir)][:limit]
     wanted = set(order)
@@ -85,8 +83,7 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
             continue
         w = found.setdefault(name, EvalWorkload(name, item.workload.mod, [], np.zeros(0),
                                                 {m: [] for m in modes}))
-        w.candidates.append(
-            ms.MeasureCandidate(item.sch, ArgInfo.from_entry_func(item.sch.mod, True)))
+        w.candidates.append(as_candidate(item.sch))
         secs.setdefault(name, []).append(item.seconds)
         for m in modes:
             w.graphs[m].append(encode(item.sch.mod["main"], m))

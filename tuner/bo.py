@@ -20,6 +20,7 @@ torch sees one, on the CPU otherwise.
 from __future__ import annotations
 
 import logging
+
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
@@ -81,6 +82,7 @@ class BatchBOSearch(PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
+        from tuner.database import as_candidate
         from tuner.norepeat import measured_schedules
 
         self._reset()
@@ -91,7 +93,7 @@ class BatchBOSearch(PySearchStrategy):
         self.seen = {h for h, _, _ in known}
         known.sort(key=lambda k: -_throughput(k[2]))  # a resumed run starts from the best
         for _, sch, secs in known[: self.params.max_history]:
-            self.hist_cands.append(_candidate(sch))
+            self.hist_cands.append(as_candidate(sch))
             self.hist_y.append(_throughput(secs))
         # The sampler proposes a pool each round; it stops only when we do.
         self.inner.pre_tuning(1 << 30, self.params.pool_size, design_spaces, database,
@@ -184,13 +186,6 @@ class BatchBOSearch(PySearchStrategy):
 
     def clone(self) -> "BatchBOSearch":
         return BatchBOSearch(self.evolutionary, self.params, self.seed)
-
-
-def _candidate(sch):
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-
-    return ms.MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, True))
 
 
 def _throughput(secs: list[float] | None) -> float:

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config
 from metatune.errors import ConfigError
+
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 
 
@@ -194,6 +195,7 @@ def validate(cfg: dict[str, Any]) -> None:
     Raises:
         ConfigError: The first invalid value found, with what to do.
     """
+    from tuner.bo_select import ACQUISITIONS, ENGINES
     from tuner.tuning import COST_MODELS, SEARCHES
 
     for key in ("trials", "trials_per_round"):
@@ -206,11 +208,12 @@ def validate(cfg: dict[str, Any]) -> None:
     if cfg["metatune"]["graph"] not in ("super", "plain"):
         raise ConfigError(f"metatune.graph={cfg['metatune']['graph']!r}: choose super or plain")
     bo = cfg["search_params"]["bo"]
-    if bo["acquisition"] not in ("qlognei", "qucb"):
-        raise ConfigError(f"search_params.bo.acquisition={bo['acquisition']!r}: choose qlognei "
-                          "or qucb")
-    if bo["engine"] not in ("joint", "botorch"):
-        raise ConfigError(f"search_params.bo.engine={bo['engine']!r}: choose joint or botorch")
+    if bo["acquisition"] not in ACQUISITIONS:
+        raise ConfigError(f"search_params.bo.acquisition={bo['acquisition']!r}: choose "
+                          f"{' or '.join(ACQUISITIONS)}")
+    if bo["engine"] not in ENGINES:
+        raise ConfigError(f"search_params.bo.engine={bo['engine']!r}: choose "
+                          f"{' or '.join(ENGINES)}")
     if bo["device"] not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"search_params.bo.device={bo['device']!r}: choose auto, cpu or cuda")
     if min(bo["pool_size"], bo["population"], bo["mc_samples"]) <= 0 or bo["max_history"] < 4 \

@@ -121,6 +121,14 @@ def open_database(work_dir: str, repair: bool = False):
         ) from err
 
 
+def as_candidate(sch):
+    """A replayed schedule as a MetaSchedule ``MeasureCandidate`` (what cost models score)."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    return ms.MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
 def measured_per_task(database, task_mods: list) -> list[int]:
     """Count the measurements (valid or not) stored for each task.
 

@@ -26,7 +26,7 @@ def measured_schedules(database, mod) -> list[tuple[int, object, list[float] | N
 
     Returns:
         ``(structural_hash(scheduled module), schedule, run_secs or None)`` per record, in
-        the database's order (best first).
+        the order the database lists them (not sorted by run time).
     """
     from tvm.s_tir import Schedule
     from tvm_ffi import structural_hash

@@ -55,17 +55,16 @@ def train_base_booster(split_dir: str, target, num_cores: int):
         The trained ``xgboost.Booster``.
     """
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     from metatune.dataset import iter_replayed
+    from tuner.database import as_candidate
 
     groups: dict[str, tuple] = {}
     for item in iter_replayed(split_dir):
         name = item.info["name"]
         if name not in groups:
             groups[name] = (item.workload.mod, [], [])
-        cand = ms.MeasureCandidate(item.sch, ArgInfo.from_entry_func(item.sch.mod, True))
-        groups[name][1].append(cand)
+        groups[name][1].append(as_candidate(item.sch))
         groups[name][2].append(item.seconds)
     if not groups:
         raise XferError(f"{split_dir}: no valid records to pre-train xgb-Xfer on "
@@ -145,7 +144,6 @@ class XferXGBModel(XGBModel._cls):
 
     def _train(self, xs: list[np.ndarray], ys: np.ndarray) -> None:
         import xgboost as xgb
-
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import PackSum, _get_custom_call_back
 
         self.d_train = PackSum(xs=xs, ys=ys)
