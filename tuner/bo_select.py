@@ -7,7 +7,8 @@ and the GP corrects it where measurements exist. Each round's batch is chosen fr
 discrete candidate pool by a Monte-Carlo batch acquisition (noisy EI or UCB), sequential
 greedy with no candidate twice: on joint posterior samples drawn once per round
 (:func:`greedy_batch`, the default), or with botorch's ``optimize_acqf_discrete`` over
-qLogNEI / qUCB (``engine="botorch"``, the reference, several times slower).
+qLogNEI / qUCB (``engine="botorch"``, the reference; slower, as it recomputes a GP posterior for every
+pool member at every greedy step).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # botorch warns about input scaling and fit retries
         # A capped L-BFGS: the selection needs a sensible GP each round, not the optimum
-        # to the last digit (uncapped fits took up to 6 s on noisy data here).
+        # to the last digit, and uncapped fits on noisy data ran for seconds.
         fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp),
                          optimizer_kwargs={"options": {"maxiter": max_iter}})
     return gp
