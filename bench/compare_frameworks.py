@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from common import REPO, median, provenance, write_results
 
 PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
 BASELINE = "xgb"
+EARLY_ROUNDS = 8  # rounds shown in the early-iteration accuracy curves (paper Figure 9)
 QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu1"]
 FULL_TASKS = [
     "resnet-18/fused_conv2d1_add1_relu1", "resnet-18/fused_conv2d6_add5_relu3",
@@ -113,11 +115,63 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
                 "median_mse": median([x.get("mse") for x in rounds]),
                 "median_mse_d": median([x.get("mse_d") for x in rounds]),
                 "median_pairwise": median([x.get("pairwise") for x in rounds]),
-                "early_mse": [median([r["rounds"][i].get("mse") for r in mine
-                                      if i < len(r["rounds"])]) for i in range(6)],
+                **{f"early_{key}": [median([r["rounds"][i].get(key) for r in mine
+                                            if i < len(r["rounds"])])
+                                    for i in range(EARLY_ROUNDS)]
+                   for key in ("mse", "mse_d", "pairwise")},
                 "tuning_seconds": median([r["tuning_seconds"] for r in mine]),
             }
         out[task] = per_task
+    return out
+
+
+def overall(summary: dict, presets: list[str]) -> dict:
+    """Per preset, across tasks: the geometric mean of final best over xgb's, on how many
+    tasks it beat xgb, the median over runs of the trials to xgb's best (``None`` when
+    most runs never reached it), and the median over tasks of its tuning time over xgb's.
+
+    Args:
+        summary: ``summarize``'s output.
+        presets: The presets, in table order.
+
+    Returns:
+        ``{preset: {"geomean_over_xgb", "tasks_better", "tasks", "median_trials_to_xgb_best",
+        "runs_reaching_xgb_best", "runs", "tuning_time_over_xgb"}}``.
+    """
+    out = {}
+    for preset in presets:
+        per = [t[preset] for t in summary.values() if preset in t and BASELINE in t]
+        ratios = [s["final_over_xgb"] for s in per if s["final_over_xgb"]]
+        if not ratios:
+            continue
+        reach = [math.inf if v is None else v for s in per for v in s["trials_to_xgb_best"]]
+        reach_median = median(reach)
+        times = [s["tuning_seconds"] / t[BASELINE]["tuning_seconds"]
+                 for t in summary.values() if preset in t and BASELINE in t
+                 for s in [t[preset]] if s["tuning_seconds"] and t[BASELINE]["tuning_seconds"]]
+        out[preset] = {
+            "geomean_over_xgb": math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
+            "tasks_better": sum(r < 1.0 for r in ratios), "tasks": len(ratios),
+            "median_trials_to_xgb_best": (None if reach_median is None
+                                          or math.isinf(reach_median) else reach_median),
+            "runs_reaching_xgb_best": sum(v is not None for s in per
+                                          for v in s["trials_to_xgb_best"]),
+            "runs": sum(len(s["trials_to_xgb_best"]) for s in per),
+            "tuning_time_over_xgb": median(times),
+        }
+    return out
+
+
+def early_accuracy(summary: dict, presets: list[str]) -> dict:
+    """Per preset, the median over tasks of each early round's MSE, MSE(D) and pairwise
+    accuracy (round ``i`` = the ``i``-th batch, predicted before it was measured)."""
+    out = {}
+    for preset in presets:
+        per = [t[preset] for t in summary.values() if preset in t]
+        if per:
+            out[preset] = {key: [median([s[f"early_{key}"][i] for s in per])
+                                 for i in range(EARLY_ROUNDS)]
+                           for key in ("mse", "mse_d", "pairwise")}
     return out
 
 
@@ -177,6 +231,18 @@ def markdown(doc: dict) -> str:
              "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
              "transfer from the training split; meta-BO / meta-BO-T = MetaTune (plain / "
              "super-graph) + batch BO", ""]
+    if doc.get("overall"):
+        lines += ["## All tasks", "",
+                  "| framework | final best vs xgb (geomean) | tasks better than xgb | "
+                  "runs reaching xgb's best | median trials to xgb's best | tuning time vs xgb |",
+                  "|---|---|---|---|---|---|"]
+        for preset, o in doc["overall"].items():
+            lines.append(
+                f"| {preset} | {_fmt(o['geomean_over_xgb'])} | {o['tasks_better']} of "
+                f"{o['tasks']} | {o['runs_reaching_xgb_best']} of {o['runs']} | "
+                f"{_fmt(o['median_trials_to_xgb_best'], '.0f')} | "
+                f"{_fmt(o['tuning_time_over_xgb'], '.2f')} |")
+        lines.append("")
     for task, per in doc["summary"].items():
         lines += [f"## {task}", "",
                   "| framework | final best ms (median) | per seed | vs xgb | trials to xgb's best "
@@ -190,6 +256,17 @@ def markdown(doc: dict) -> str:
                 f"{_fmt(s['median_mse_d'])} | {_fmt(s['median_pairwise'])} | "
                 f"{_fmt(s['tuning_seconds'], '.0f')} |")
         lines += ["", f"![curves]({os.path.basename(doc['png'][task])})", ""]
+    if doc.get("early_accuracy"):
+        lines += ["## Cost-model accuracy in the first rounds (paper Figure 9)", "",
+                  "Median over tasks and seeds of each round's batch, predicted before it was "
+                  "measured (round 1 = no measurement of the task yet).", "",
+                  "| framework | metric | " + " | ".join(f"r{i + 1}" for i in range(EARLY_ROUNDS))
+                  + " |", "|---|---|" + "---|" * EARLY_ROUNDS]
+        for preset, e in doc["early_accuracy"].items():
+            for key, name in (("mse", "MSE"), ("mse_d", "MSE(D)"), ("pairwise", "pairwise")):
+                lines.append(f"| {preset} | {name} | "
+                             + " | ".join(_fmt(v) for v in e[key]) + " |")
+        lines += ["", f"![accuracy]({os.path.basename(doc['png_accuracy'])})", ""]
     if doc.get("networks"):
         lines += ["## End to end (paper Table 3)", "",
                   "| network | framework | trials | tuned ms | untuned ms | speedup | "
@@ -201,7 +278,10 @@ def markdown(doc: dict) -> str:
                 f"| {_fmt(r['untuned_ms'], '.1f')} | {_fmt(r['speedup_over_untuned'], '.1f')} | "
                 f"{_fmt(r['torch_ms'], '.2f')} | {_fmt(r['torch_compile_ms'], '.2f')} | "
                 f"{_fmt(r['tuning_minutes'], '.1f')} |")
-        lines.append("")
+        lines += ["", "One seed per network (seed 0); tuned and untuned are TVM builds of the same "
+                  "model, PyTorch eager and torch.compile run it on the same CPU.", ""]
+        if doc.get("png_networks"):
+            lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
     lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
               "per seed, the measured trials after which the framework's best was at least "
               "as fast as xgb's median final best ('-': not within the budget). MSE, MSE(D), "
@@ -237,6 +317,63 @@ def plot(summary: dict, out_prefix: str) -> dict[str, str]:
     return paths
 
 
+def plot_accuracy(early: dict, out_prefix: str) -> str:
+    """MSE and MSE(D) of each framework's cost model over the first rounds (Figure 9)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for preset, e in early.items():
+        for ax, key in zip(axes, ("mse", "mse_d")):
+            points = [(i + 1, v) for i, v in enumerate(e[key]) if v is not None]
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=preset)
+    for ax, name in zip(axes, ("MSE", "MSE(D), top 25 %")):
+        ax.set_xlabel("round (batch predicted before it is measured)")
+        ax.set_ylabel(name)
+        ax.legend()
+    fig.tight_layout()
+    path = f"{out_prefix}-accuracy.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_networks(rows: list[dict], out_prefix: str) -> str:
+    """Tuned latency per network and framework, as a multiple of PyTorch eager's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    networks = list(dict.fromkeys(r["network"] for r in rows))
+    presets = list(dict.fromkeys(r["preset"] for r in rows))
+    width = 0.8 / (len(presets) + 1)
+    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(networks), 4))
+    for j, preset in enumerate(presets):
+        ys = []
+        for net in networks:
+            r = next((r for r in rows if r["network"] == net and r["preset"] == preset), None)
+            ys.append(r["tuned_ms"] / r["torch_ms"] if r and r["tuned_ms"] and r["torch_ms"]
+                      else float("nan"))
+        ax.bar([i + j * width for i in range(len(networks))], ys, width, label=preset)
+    compiled = [next((r["torch_compile_ms"] / r["torch_ms"] for r in rows if r["network"] == net
+                      and r["torch_compile_ms"] and r["torch_ms"]), float("nan"))
+                for net in networks]
+    ax.bar([i + len(presets) * width for i in range(len(networks))], compiled, width,
+           label="torch.compile", color="grey")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([i + width * len(presets) / 2 for i in range(len(networks))], networks)
+    ax.set_ylabel("latency / PyTorch eager (lower is better)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = f"{out_prefix}-networks.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     args = _parse()
     if args.worker:
@@ -270,11 +407,15 @@ def main() -> None:
             runs.append(json.load(f))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
+    early = early_accuracy(summary, args.presets)
+    networks = network_rows(tune_networks(args)) if args.networks else []
     doc = {**provenance("compare_frameworks.py"),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
-           "trials": args.trials, "batch": args.batch, "summary": summary,
-           "png": plot(summary, args.out),
-           "networks": network_rows(tune_networks(args)) if args.networks else []}
+           "trials": args.trials, "batch": args.batch,
+           "overall": overall(summary, args.presets), "early_accuracy": early,
+           "summary": summary, "png": plot(summary, args.out),
+           "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
+           "png_networks": plot_networks(networks, args.out) if networks else None}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 

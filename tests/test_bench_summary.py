@@ -32,9 +32,25 @@ def test_summarize_compares_with_xgb():
     assert s["meta-BO-T"]["final_over_xgb"] == 2.2 / 3.0
     assert s["meta-BO-T"]["trials_to_xgb_best"] == [16, 16]
     assert s["meta-BO-T"]["curve_median_ms"] == [2.95, 2.2]
-    assert "meta-BO-T" in cf.markdown({"command": "c", "date": "d", "machine": "m",
-                                       "trials": 32, "batch": 16, "seeds": [0, 1],
-                                       "summary": {"net/t": s}, "png": {"net/t": "x.png"}})
+    summary = {"net/t": s}
+    overall = cf.overall(summary, ["xgb", "meta-BO-T"])
+    assert overall["meta-BO-T"]["tasks_better"] == 1
+    assert overall["meta-BO-T"]["median_trials_to_xgb_best"] == 16
+    assert overall["xgb"]["geomean_over_xgb"] == 1.0
+    early = cf.early_accuracy(summary, ["xgb", "meta-BO-T"])
+    assert early["xgb"]["mse"][0] == 0.1 and early["xgb"]["mse"][1] is None
+    page = cf.markdown({"command": "c", "date": "d", "machine": "m", "trials": 32, "batch": 16,
+                        "seeds": [0, 1], "summary": summary, "png": {"net/t": "x.png"},
+                        "overall": overall, "early_accuracy": early, "png_accuracy": "a.png"})
+    assert "meta-BO-T" in page and "## All tasks" in page and "| xgb | MSE | 0.100 | - |" in page
+
+
+def test_overall_counts_runs_that_never_reach_xgb():
+    runs = [_run("xgb", 0, [[16, 3.0], [32, 2.0]]), _run("xgb", 1, [[16, 3.0], [32, 2.0]]),
+            _run("mlp", 0, [[16, 4.0], [32, 3.0]]), _run("mlp", 1, [[16, 1.0], [32, 1.0]])]
+    overall = cf.overall(cf.summarize(runs, ["xgb", "mlp"], 32, 16), ["xgb", "mlp"])
+    assert overall["mlp"]["runs_reaching_xgb_best"] == 1 and overall["mlp"]["runs"] == 2
+    assert overall["mlp"]["median_trials_to_xgb_best"] is None  # median of 16 and never
 
 
 def test_write_results_round_trips_json_with_rows_one_per_line(tmp_path, capsys):
