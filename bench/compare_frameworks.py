@@ -13,7 +13,12 @@ seeds, each run in a fresh process, frameworks alternating run by run. Reported:
   the same budget with ``tune.py``, its tuned latency beside the untuned build, PyTorch
   eager and ``torch.compile``, and the tuning wall time.
 
-Runs are kept in ``--runs-dir`` as they finish: rerun the same command to resume.
+Each run's record (curve, per-round accuracy and timings; a few KB) is written to
+``--runs-dir`` (committed, ``docs/bench/runs``) as it finishes, and each network run's
+``report.json`` is copied there too; the networks' tuning work dirs (databases) live under
+``--work-root``. Rerun the same command to resume; ``--report-only`` writes the page from
+the runs done so far (the page says how many of the planned runs it holds). Runs go seed by
+seed, so that a partial run covers every task.
 
 Usage:
     python bench/compare_frameworks.py --quick          # about 15 minutes
@@ -24,9 +29,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -55,7 +62,12 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--networks", nargs="*", default=[],
                    help="also tune these whole networks with every preset (end to end)")
     p.add_argument("--network-trials", type=int, default=512)
-    p.add_argument("--runs-dir", default="work/bench/frameworks")
+    p.add_argument("--runs-dir", default="docs/bench/runs",
+                   help="where each finished run's record goes (small JSON; committed)")
+    p.add_argument("--work-root", default="work/bench/frameworks",
+                   help="the networks' tuning work dirs (databases, logs)")
+    p.add_argument("--report-only", action="store_true",
+                   help="write the page from the runs done so far; run nothing")
     p.add_argument("--out", default="docs/bench/frameworks")
     p.add_argument("--worker", nargs=4, metavar=("TASK", "PRESET", "SEED", "OUT"),
                    help=argparse.SUPPRESS)
@@ -175,28 +187,45 @@ def early_accuracy(summary: dict, presets: list[str]) -> dict:
     return out
 
 
+def _finished(path: str) -> dict | None:
+    """The network run's report at ``path`` if that run finished (has a tuned latency)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    return report if report.get("latency_ms", {}).get("tuned") is not None else None
+
+
 def tune_networks(args: argparse.Namespace) -> list[dict]:
-    """Tune each network with each preset via ``tune.py`` (resumable: each run's work dir
-    keeps its database; a finished run is read back, not repeated)."""
+    """Tune each network with each preset via ``tune.py``; resumable: a finished run's
+    report is read back (from ``--runs-dir``, else its work dir), an unfinished one resumes
+    from its work dir's database."""
     reports = []
     for network in args.networks:
         for i, preset in enumerate(args.presets):
-            work = os.path.join(args.runs_dir, f"net-{network}-{preset}-t{args.network_trials}")
-            path = os.path.join(work, "report.json")
-            done = False
-            if os.path.exists(path):
-                with open(path, encoding="utf-8") as f:
-                    done = json.load(f).get("latency_ms", {}).get("tuned") is not None
-            if not done:
-                print(f"{network} {preset}: tuning {args.network_trials} trials", flush=True)
-                cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
-                       "--trials", str(args.network_trials), "--work-dir", work,
-                       "--seed", str(args.seeds[0]), "progress=false",
-                       f"evaluate.torch_compile={'true' if i == 0 else 'false'}",
-                       *args.overrides]
-                subprocess.run(cmd, check=True, cwd=REPO)
-            with open(path, encoding="utf-8") as f:
-                reports.append(json.load(f))
+            name = f"net-{network}-{preset}-t{args.network_trials}"
+            record = os.path.join(args.runs_dir, name + ".json")
+            report = _finished(record)
+            if report is None:
+                work = os.path.join(args.work_root, name)
+                report = _finished(os.path.join(work, "report.json"))
+                if report is None and args.report_only:
+                    continue
+                if report is None:
+                    print(f"{network} {preset}: tuning {args.network_trials} trials", flush=True)
+                    cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
+                           "--trials", str(args.network_trials), "--work-dir", work,
+                           "--seed", str(args.seeds[0]), "progress=false",
+                           f"evaluate.torch_compile={'true' if i == 0 else 'false'}",
+                           *args.overrides]
+                    subprocess.run(cmd, check=True, cwd=REPO)
+                    report = _finished(os.path.join(work, "report.json"))
+                    if report is None:
+                        raise RuntimeError(f"{work}/report.json has no tuned latency; see "
+                                           f"{work}/logs and rerun to resume")
+                os.makedirs(args.runs_dir, exist_ok=True)
+                shutil.copyfile(os.path.join(work, "report.json"), record)
+            reports.append(report)
     return reports
 
 
@@ -226,11 +255,18 @@ def markdown(doc: dict) -> str:
     lines = ["# Tuning frameworks side by side on held-out convolutions", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
              f"- machine: {doc['machine']}",
+             *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
+               if doc.get("measured") else []),
              f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
              "each run a fresh process; same tasks, budgets and seeds for every framework",
              "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
              "transfer from the training split; meta-BO / meta-BO-T = MetaTune (plain / "
-             "super-graph) + batch BO", ""]
+             "super-graph) + batch BO"]
+    if doc.get("runs_done", 0) < doc.get("runs_planned", 0):
+        lines.append(f"- **partial**: {doc['runs_done']} of the {doc['runs_planned']} planned "
+                     "task runs are done (rerun the command to resume); medians are over the "
+                     "seeds done so far")
+    lines.append("")
     if doc.get("overall"):
         lines += ["## All tasks", "",
                   "| framework | final best vs xgb (geomean) | tasks better than xgb | "
@@ -383,6 +419,7 @@ def main() -> None:
         network, name = task.split("/", 1)
         run = tune_one_task(network, name, preset, int(seed), args.trials, args.batch,
                             args.overrides)
+        run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         with open(out + ".tmp", "w", encoding="utf-8") as f:
             json.dump(run, f)
         os.replace(out + ".tmp", out)
@@ -392,9 +429,11 @@ def main() -> None:
     runs_dir = os.path.join(args.runs_dir, f"t{args.trials}-b{args.batch}")
     os.makedirs(runs_dir, exist_ok=True)
     runs = []
-    plan = [(t, s, p) for t in args.tasks for s in args.seeds for p in args.presets]
+    plan = [(t, s, p) for s in args.seeds for t in args.tasks for p in args.presets]
     for i, (task, seed, preset) in enumerate(plan, 1):
         path = os.path.join(runs_dir, f"{task.replace('/', '__')}-{preset}-{seed}.json")
+        if not os.path.exists(path) and args.report_only:
+            continue
         if not os.path.exists(path):
             print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}", flush=True)
             cmd = [sys.executable, os.path.abspath(__file__), "--trials", str(args.trials),
@@ -409,9 +448,14 @@ def main() -> None:
     summary = summarize(runs, args.presets, args.trials, args.batch)
     early = early_accuracy(summary, args.presets)
     networks = network_rows(tune_networks(args)) if args.networks else []
-    doc = {**provenance("compare_frameworks.py"),
+    prov = provenance("compare_frameworks.py")
+    # The page's command is the one that measures (and resumes); --report-only only rewrites it.
+    prov["command"] = prov["command"].replace(" --report-only", "")
+    dates = sorted(r["date"] for r in runs if r.get("date"))
+    doc = {**prov, "measured": [dates[0], dates[-1]] if dates else None,
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
+           "runs_done": len(runs), "runs_planned": len(plan),
            "overall": overall(summary, args.presets), "early_accuracy": early,
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,

@@ -66,3 +66,26 @@ def test_write_results_round_trips_json_with_rows_one_per_line(tmp_path, capsys)
     assert (tmp_path / "r.md").read_text() == "# page\n" and "# page" in capsys.readouterr().out
     write_results(str(tmp_path / "s.json"), str(tmp_path / "s.md"), {"rows": []}, "", "rows")
     assert json.loads((tmp_path / "s.json").read_text()) == {"rows": []}
+
+
+def test_network_reports_are_copied_to_the_runs_dir_and_read_back(tmp_path):
+    import argparse
+    import json
+
+    report = {"network": "alexnet", "preset": "xgb", "trials_total": 8, "tuning_seconds": 60.0,
+              "latency_ms": {"tuned": 30.0, "untuned": 900.0, "torch": 15.0}}
+    work = tmp_path / "work" / "net-alexnet-xgb-t8"
+    work.mkdir(parents=True)
+    (work / "report.json").write_text(json.dumps(report))
+    unfinished = tmp_path / "work" / "net-alexnet-meta-BO-t8"
+    unfinished.mkdir()
+    (unfinished / "report.json").write_text(json.dumps({"latency_ms": {"tuned": None}}))
+    args = argparse.Namespace(networks=["alexnet"], presets=["xgb", "meta-BO"], network_trials=8,
+                              runs_dir=str(tmp_path / "runs"), work_root=str(tmp_path / "work"),
+                              report_only=True, seeds=[0], overrides=[])
+    assert cf.tune_networks(args) == [report]  # the unfinished run is left out, not run
+    assert json.loads((tmp_path / "runs" / "net-alexnet-xgb-t8.json").read_text()) == report
+    (work / "report.json").unlink()
+    assert cf.tune_networks(args) == [report]  # read back from the runs dir
+    row = cf.network_rows([report])[0]
+    assert row["speedup_over_untuned"] == 30.0 and row["tuning_minutes"] == 1.0
