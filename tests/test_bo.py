@@ -95,3 +95,27 @@ def test_search_never_repeats_and_survives_failures(context_and_candidates):
         ctx2.notify_runner_results(batch, results)
         rounds += 1
     assert rounds == 3 and len(seen) == 24
+
+
+def test_preloaded_records_serve_as_history_without_a_second_replay(
+        context_and_candidates, monkeypatch):
+    import tuner.norepeat
+    from tvm_ffi import structural_hash
+
+    ctx, cands = context_and_candidates
+    known = [(structural_hash(c.sch.mod), c.sch, [1e-3 * (i + 1)]) for i, c in enumerate(cands[:4])]
+    search = BatchBOSearch({"population_size": 16, "init_min_unmeasured": 8},
+                           BOConfig(pool_size=16, population=16, carry=8, mc_samples=16))
+    ctx2 = ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator="post-order-apply",
+                          search_strategy=search, rand_state=1, num_threads=1)
+    search.preload_measured(known)
+
+    def no_replay(*_):
+        raise AssertionError("records replayed twice")
+
+    monkeypatch.setattr(tuner.norepeat, "measured_schedules", no_replay)
+    ctx2.pre_tuning(max_trials=8, num_trials_per_iter=8,
+                    design_spaces=ctx2.generate_design_space(),
+                    database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    assert search.seen == {h for h, _, _ in known}
+    assert search.hist_y == sorted(search.hist_y, reverse=True) and len(search.hist_y) == 4

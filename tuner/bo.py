@@ -55,7 +55,17 @@ class BatchBOSearch(PySearchStrategy):
         self.seed = int(seed)
         self.inner = None
         self.context = None
+        self._preloaded: list | None = None
         self._reset()
+
+    def preload_measured(self, known: list) -> None:
+        """Hand over the task's database records, already replayed, for the next
+        ``pre_tuning`` (which would otherwise replay them itself).
+
+        Args:
+            known: :func:`tuner.norepeat.measured_schedules` of this task's database.
+        """
+        self._preloaded = list(known)
 
     def _reset(self) -> None:
         self.knobs = KnobSpace()
@@ -85,11 +95,13 @@ class BatchBOSearch(PySearchStrategy):
         from tuner.database import as_candidate
         from tuner.norepeat import measured_schedules
 
+        known, self._preloaded = self._preloaded, None
+        if known is None:
+            known = measured_schedules(database, self.context.mod)
         self._reset()
         self.max_trials = int(max_trials)
         self.batch = int(num_trials_per_iter)
         self.cost_model = cost_model
-        known = measured_schedules(database, self.context.mod)
         self.seen = {h for h, _, _ in known}
         known.sort(key=lambda k: -_throughput(k[2]))  # a resumed run starts from the best
         for _, sch, secs in known[: self.params.max_history]:

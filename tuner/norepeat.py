@@ -49,11 +49,6 @@ def measured_schedules(database, mod) -> list[tuple[int, object, list[float] | N
     return out
 
 
-def measured_modules(database, mod) -> dict[int, list[float] | None]:
-    """``{structural_hash(scheduled module): run_secs or None}`` of what ``mod`` measured."""
-    return {h: secs for h, _, secs in measured_schedules(database, mod)}
-
-
 @derived_object
 class NoRepeatSearch(PySearchStrategy):
     """Wraps a search strategy so that no schedule is measured twice.
@@ -81,7 +76,11 @@ class NoRepeatSearch(PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
-        self.known = measured_modules(database, self._mod)
+        schedules = measured_schedules(database, self._mod)
+        self.known = {h: secs for h, _, secs in schedules}
+        preload = getattr(self.inner, "preload_measured", None)
+        if preload is not None:  # one replay of the records serves both
+            preload(schedules)
         if self.known:
             logger.info("%d candidates already measured: they will not be measured again",
                         len(self.known))
