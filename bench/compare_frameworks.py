@@ -79,12 +79,25 @@ def _parse() -> argparse.Namespace:
     return args
 
 
-def trials_to_reach(curve: list[list[float]], target_ms: float) -> int | None:
-    """The first trial count whose best-so-far is at most ``target_ms`` (``None``: never)."""
-    for trial, best in curve:
+def trials_to_reach(curve: list[list[float]], target_ms: float) -> float | None:
+    """The first x (trials, or seconds for a :func:`time_curve`) whose best-so-far is at
+    most ``target_ms`` (``None``: never)."""
+    for x, best in curve:
         if best is not None and best <= target_ms * (1 + 1e-9):
-            return int(trial)
+            return x
     return None
+
+
+def time_curve(run: dict) -> list[list[float]]:
+    """``[[seconds, best_ms]]`` per round: the run's best after each round against its
+    cumulative search + measurement + model-update seconds (the run's tuning time)."""
+    best = {int(t): b for t, b in run["curve"]}
+    out, seconds = [], 0.0
+    for r in run["rounds"]:
+        seconds += r.get("search_s", 0.0) + r.get("measure_s", 0.0) + r.get("update_s", 0.0)
+        if r.get("trial") in best:
+            out.append([seconds, best[r["trial"]]])
+    return out
 
 
 def best_at(curve: list[list[float]], trial: int) -> float | None:
@@ -114,12 +127,16 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
             rounds = [x for r in mine for x in r["rounds"]]
             reach = [trials_to_reach(r["curve"], base_final) for r in mine] if base_final else []
             final = median([r["best_ms"] for r in mine])
+            times = [time_curve(r) for r in mine]
+            reach_s = [trials_to_reach(t, base_final) for t in times] if base_final else []
             per_task[preset] = {
                 "seeds": [r["seed"] for r in mine],
                 "final_ms": [r["best_ms"] for r in mine],
                 "median_final_ms": final,
                 "final_over_xgb": (final / base_final) if final and base_final else None,
                 "trials_to_xgb_best": reach,
+                "seconds_to_xgb_best": reach_s,
+                "time_curves": times,
                 "curve_trials": grid,
                 "curve_median_ms": [median(list(col)) for col in zip(*curves)],
                 "curve_min_ms": [min((v for v in col if v), default=None) for col in zip(*curves)],
@@ -139,8 +156,9 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
 
 def overall(summary: dict, presets: list[str]) -> dict:
     """Per preset, across tasks: the geometric mean of final best over xgb's, on how many
-    tasks it beat xgb, the median over runs of the trials to xgb's best (``None`` when
-    most runs never reached it), and the median over tasks of its tuning time over xgb's.
+    tasks it beat xgb, the median over runs of the trials and of the tuning seconds to
+    xgb's best (``None`` when most runs never reached it), and the median over tasks of its
+    tuning time over xgb's.
 
     Args:
         summary: ``summarize``'s output.
@@ -148,7 +166,8 @@ def overall(summary: dict, presets: list[str]) -> dict:
 
     Returns:
         ``{preset: {"geomean_over_xgb", "tasks_better", "tasks", "median_trials_to_xgb_best",
-        "runs_reaching_xgb_best", "runs", "tuning_time_over_xgb"}}``.
+        "median_seconds_to_xgb_best", "runs_reaching_xgb_best", "runs",
+        "tuning_time_over_xgb"}}``.
     """
     out = {}
     for preset in presets:
@@ -156,16 +175,18 @@ def overall(summary: dict, presets: list[str]) -> dict:
         ratios = [s["final_over_xgb"] for s in per if s["final_over_xgb"]]
         if not ratios:
             continue
-        reach = [math.inf if v is None else v for s in per for v in s["trials_to_xgb_best"]]
-        reach_median = median(reach)
+        def median_reach(key: str) -> float | None:
+            m = median([math.inf if v is None else v for s in per for v in s[key]])
+            return None if m is None or math.isinf(m) else m
+
         times = [s["tuning_seconds"] / t[BASELINE]["tuning_seconds"]
                  for t in summary.values() if preset in t and BASELINE in t
                  for s in [t[preset]] if s["tuning_seconds"] and t[BASELINE]["tuning_seconds"]]
         out[preset] = {
             "geomean_over_xgb": math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
             "tasks_better": sum(r < 1.0 for r in ratios), "tasks": len(ratios),
-            "median_trials_to_xgb_best": (None if reach_median is None
-                                          or math.isinf(reach_median) else reach_median),
+            "median_trials_to_xgb_best": median_reach("trials_to_xgb_best"),
+            "median_seconds_to_xgb_best": median_reach("seconds_to_xgb_best"),
             "runs_reaching_xgb_best": sum(v is not None for s in per
                                           for v in s["trials_to_xgb_best"]),
             "runs": sum(len(s["trials_to_xgb_best"]) for s in per),
@@ -270,25 +291,30 @@ def markdown(doc: dict) -> str:
     if doc.get("overall"):
         lines += ["## All tasks", "",
                   "| framework | final best vs xgb (geomean) | tasks better than xgb | "
-                  "runs reaching xgb's best | median trials to xgb's best | tuning time vs xgb |",
-                  "|---|---|---|---|---|---|"]
+                  "runs reaching xgb's best | median trials to xgb's best | "
+                  "median seconds to xgb's best | tuning time vs xgb |",
+                  "|---|---|---|---|---|---|---|"]
         for preset, o in doc["overall"].items():
             lines.append(
                 f"| {preset} | {_fmt(o['geomean_over_xgb'])} | {o['tasks_better']} of "
                 f"{o['tasks']} | {o['runs_reaching_xgb_best']} of {o['runs']} | "
                 f"{_fmt(o['median_trials_to_xgb_best'], '.0f')} | "
+                f"{_fmt(o.get('median_seconds_to_xgb_best'), '.0f')} | "
                 f"{_fmt(o['tuning_time_over_xgb'], '.2f')} |")
         lines.append("")
     for task, per in doc["summary"].items():
         lines += [f"## {task}", "",
                   "| framework | final best ms (median) | per seed | vs xgb | trials to xgb's best "
-                  "| MSE | MSE(D) | pairwise | tuning s |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| seconds to xgb's best | MSE | MSE(D) | pairwise | tuning s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for preset, s in per.items():
             seeds = ", ".join(_fmt(v) for v in s["final_ms"])
-            reach = ", ".join("-" if v is None else str(v) for v in s["trials_to_xgb_best"])
+            reach = ", ".join(_fmt(v, ".0f") for v in s["trials_to_xgb_best"])
+            reach_s = ", ".join(_fmt(v, ".0f") for v in s.get("seconds_to_xgb_best", []))
             lines.append(
                 f"| {preset} | {_fmt(s['median_final_ms'])} | {seeds} | "
-                f"{_fmt(s['final_over_xgb'])} | {reach} | {_fmt(s['median_mse'])} | "
+                f"{_fmt(s['final_over_xgb'])} | {reach} | {reach_s or '-'} | "
+                f"{_fmt(s['median_mse'])} | "
                 f"{_fmt(s['median_mse_d'])} | {_fmt(s['median_pairwise'])} | "
                 f"{_fmt(s['tuning_seconds'], '.0f')} |")
         lines += ["", f"![curves]({os.path.basename(doc['png'][task])})", ""]
@@ -320,7 +346,9 @@ def markdown(doc: dict) -> str:
             lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
     lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
               "per seed, the measured trials after which the framework's best was at least "
-              "as fast as xgb's median final best ('-': not within the budget). MSE, MSE(D), "
+              "as fast as xgb's median final best ('-': not within the budget); seconds to "
+              "xgb's best: the same in tuning seconds (search + measurement + model update). "
+              "MSE, MSE(D), "
               "pairwise: the cost model on each new batch before it was measured, median over "
               "rounds (paper Table 4)."]
     return "\n".join(lines) + "\n"
@@ -334,17 +362,22 @@ def plot(summary: dict, out_prefix: str) -> dict[str, str]:
 
     paths = {}
     for i, (task, per) in enumerate(summary.items()):
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
         for preset, s in per.items():
             x = s["curve_trials"]
-            ax.plot(x, s["curve_median_ms"], label=preset)
+            line, = ax.plot(x, s["curve_median_ms"], label=preset)
             lo = [v if v is not None else float("nan") for v in s["curve_min_ms"]]
             hi = [v if v is not None else float("nan") for v in s["curve_max_ms"]]
             ax.fill_between(x, lo, hi, alpha=0.15)
-        ax.set_xlabel("measured trials")
+            for j, curve in enumerate(s.get("time_curves", [])):
+                ax_t.plot([c[0] for c in curve], [c[1] for c in curve], color=line.get_color(),
+                          alpha=0.7, linewidth=1, label=preset if j == 0 else None)
+        ax.set_xlabel("measured trials (median, band: min-max over seeds)")
         ax.set_ylabel("best latency (ms)")
         ax.set_title(task)
         ax.legend()
+        ax_t.set_xlabel("tuning seconds (one line per seed)")
+        ax_t.legend()
         fig.tight_layout()
         path = f"{out_prefix}-{i}.png"
         fig.savefig(path, dpi=100)

@@ -89,3 +89,16 @@ def test_network_reports_are_copied_to_the_runs_dir_and_read_back(tmp_path):
     assert cf.tune_networks(args) == [report]  # read back from the runs dir
     row = cf.network_rows([report])[0]
     assert row["speedup_over_untuned"] == 30.0 and row["tuning_minutes"] == 1.0
+
+
+def test_time_curve_accumulates_round_seconds_and_reaches_xgb_best():
+    rounds = [{"trial": 16, "search_s": 1.0, "measure_s": 4.0, "update_s": 1.0},
+              {"trial": 32, "search_s": 1.0, "measure_s": 3.0, "update_s": 0.0}]
+    fast = _run("meta-BO-T", 0, [[16, 3.5], [32, 2.0]], rounds)
+    assert cf.time_curve(fast) == [[6.0, 3.5], [10.0, 2.0]]
+    slow = _run("xgb", 0, [[16, 4.0], [32, 3.0]], [dict(r, measure_s=20.0) for r in rounds])
+    s = cf.summarize([slow, fast], ["xgb", "meta-BO-T"], 32, 16)["net/t"]
+    assert s["meta-BO-T"]["seconds_to_xgb_best"] == [10.0]
+    assert s["xgb"]["seconds_to_xgb_best"] == [43.0]  # 22 + 21 s
+    assert cf.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"][
+        "median_seconds_to_xgb_best"] == 10.0
