@@ -23,7 +23,8 @@ seed, so that a partial run covers every task.
 Usage:
     python bench/compare_frameworks.py --quick          # about 15 minutes
     python bench/compare_frameworks.py                  # a few hours; resumable
-    python bench/compare_frameworks.py --networks alexnet resnet-18 --network-trials 512
+    python bench/compare_frameworks.py --networks alexnet resnet-18 squeezenet vgg-16 \
+        --network-trials 256                            # and the networks end to end
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def _parse() -> argparse.Namespace:
                    help="the networks' tuning work dirs (databases, logs)")
     p.add_argument("--report-only", action="store_true",
                    help="write the page from the runs done so far; run nothing")
-    p.add_argument("--out", default="docs/bench/frameworks")
+    p.add_argument("--out", help="page prefix (default: docs/bench/frameworks, with --quick "
+                                 "docs/bench/frameworks-quick)")
     p.add_argument("--worker", nargs=4, metavar=("TASK", "PRESET", "SEED", "OUT"),
                    help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
@@ -76,6 +78,8 @@ def _parse() -> argparse.Namespace:
     args.tasks = args.tasks or (QUICK_TASKS if args.quick else FULL_TASKS)
     args.seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
     args.trials = args.trials or (64 if args.quick else 256)
+    args.out = args.out or ("docs/bench/frameworks-quick" if args.quick
+                            else "docs/bench/frameworks")
     return args
 
 
