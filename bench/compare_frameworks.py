@@ -158,6 +158,13 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
     return out
 
 
+def _median_reach(per: list[dict], key: str) -> float | None:
+    """Median over all runs of ``key`` (trials or seconds to xgb's best), counting runs that
+    never reached it as infinite; ``None`` when that median is infinite."""
+    m = median([math.inf if v is None else v for s in per for v in s[key]])
+    return None if m is None or math.isinf(m) else m
+
+
 def overall(summary: dict, presets: list[str]) -> dict:
     """Per preset, across tasks: the geometric mean of final best over xgb's, on how many
     tasks it beat xgb, the median over runs of the trials and of the tuning seconds to
@@ -175,22 +182,19 @@ def overall(summary: dict, presets: list[str]) -> dict:
     """
     out = {}
     for preset in presets:
-        per = [t[preset] for t in summary.values() if preset in t and BASELINE in t]
+        pairs = [(t[preset], t[BASELINE]) for t in summary.values()
+                 if preset in t and BASELINE in t]
+        per = [mine for mine, _ in pairs]
         ratios = [s["final_over_xgb"] for s in per if s["final_over_xgb"]]
         if not ratios:
             continue
-        def median_reach(key: str) -> float | None:
-            m = median([math.inf if v is None else v for s in per for v in s[key]])
-            return None if m is None or math.isinf(m) else m
-
-        times = [s["tuning_seconds"] / t[BASELINE]["tuning_seconds"]
-                 for t in summary.values() if preset in t and BASELINE in t
-                 for s in [t[preset]] if s["tuning_seconds"] and t[BASELINE]["tuning_seconds"]]
+        times = [mine["tuning_seconds"] / base["tuning_seconds"] for mine, base in pairs
+                 if mine["tuning_seconds"] and base["tuning_seconds"]]
         out[preset] = {
             "geomean_over_xgb": math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
             "tasks_better": sum(r < 1.0 for r in ratios), "tasks": len(ratios),
-            "median_trials_to_xgb_best": median_reach("trials_to_xgb_best"),
-            "median_seconds_to_xgb_best": median_reach("seconds_to_xgb_best"),
+            "median_trials_to_xgb_best": _median_reach(per, "trials_to_xgb_best"),
+            "median_seconds_to_xgb_best": _median_reach(per, "seconds_to_xgb_best"),
             "runs_reaching_xgb_best": sum(v is not None for s in per
                                           for v in s["trials_to_xgb_best"]),
             "runs": sum(len(s["trials_to_xgb_best"]) for s in per),
@@ -291,6 +295,9 @@ def markdown(doc: dict) -> str:
         lines.append(f"- **partial**: {doc['runs_done']} of the {doc['runs_planned']} planned "
                      "task runs are done (rerun the command to resume); medians are over the "
                      "seeds done so far")
+    if len(doc.get("networks") or []) < doc.get("networks_planned", 0):
+        lines.append(f"- **partial**: {len(doc['networks'])} of the {doc['networks_planned']} "
+                     "planned network runs are done (rerun the command to resume)")
     lines.append("")
     if doc.get("overall"):
         lines += ["## All tasks", "",
@@ -496,7 +503,8 @@ def main() -> None:
            "overall": overall(summary, args.presets), "early_accuracy": early,
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
-           "png_networks": plot_networks(networks, args.out) if networks else None}
+           "png_networks": plot_networks(networks, args.out) if networks else None,
+           "networks_planned": len(args.networks) * len(args.presets)}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 
