@@ -421,7 +421,8 @@ def plot_accuracy(early: dict, out_prefix: str) -> str:
 
 
 def plot_networks(rows: list[dict], out_prefix: str) -> str:
-    """Tuned latency per network and framework, as a multiple of PyTorch eager's."""
+    """Tuned latency per network and framework, as a multiple of PyTorch eager's (the
+    median of the eager latencies measured beside that network's runs)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -429,17 +430,19 @@ def plot_networks(rows: list[dict], out_prefix: str) -> str:
 
     networks = list(dict.fromkeys(r["network"] for r in rows))
     presets = list(dict.fromkeys(r["preset"] for r in rows))
+    eager = {net: median([r["torch_ms"] for r in rows if r["network"] == net])
+             for net in networks}
     width = 0.8 / (len(presets) + 1)
     fig, ax = plt.subplots(figsize=(2 + 1.6 * len(networks), 4))
     for j, preset in enumerate(presets):
         ys = []
         for net in networks:
             r = next((r for r in rows if r["network"] == net and r["preset"] == preset), None)
-            ys.append(r["tuned_ms"] / r["torch_ms"] if r and r["tuned_ms"] and r["torch_ms"]
+            ys.append(r["tuned_ms"] / eager[net] if r and r["tuned_ms"] and eager[net]
                       else float("nan"))
         ax.bar([i + j * width for i in range(len(networks))], ys, width, label=preset)
-    compiled = [next((r["torch_compile_ms"] / r["torch_ms"] for r in rows if r["network"] == net
-                      and r["torch_compile_ms"] and r["torch_ms"]), float("nan"))
+    compiled = [next((r["torch_compile_ms"] / eager[net] for r in rows if r["network"] == net
+                      and r["torch_compile_ms"] and eager[net]), float("nan"))
                 for net in networks]
     ax.bar([i + len(presets) * width for i in range(len(networks))], compiled, width,
            label="torch.compile", color="grey")
