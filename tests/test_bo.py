@@ -119,3 +119,52 @@ def test_preloaded_records_serve_as_history_without_a_second_replay(
                     database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
     assert search.seen == {h for h, _, _ in known}
     assert search.hist_y == sorted(search.hist_y, reverse=True) and len(search.hist_y) == 4
+
+
+def test_cold_sampler_proposes_until_the_task_has_a_measurement(context_and_candidates):
+    ctx, _ = context_and_candidates
+    search = BatchBOSearch({"population_size": 16, "init_min_unmeasured": 8},
+                           BOConfig(pool_size=16, population=16, carry=8, mc_samples=16,
+                                    cold_population=24, cold_genetic_iters=2))
+    ctx2 = ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator="post-order-apply",
+                          search_strategy=search, rand_state=1, num_threads=1)
+    ctx2.pre_tuning(max_trials=16, num_trials_per_iter=8,
+                    design_spaces=ctx2.generate_design_space(),
+                    database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    assert search.cold is not None and search.current_sampler() is search.cold
+    first = ctx2.generate_measure_candidates()
+    ctx2.notify_runner_results(first, [ms.runner.RunnerResult([1e-3], None)] * len(first))
+    assert search.current_sampler() is search.inner
+    second = ctx2.generate_measure_candidates()
+    assert len(first) == 8 and len(second) == 8
+    ctx2.post_tuning()
+    plain = BatchBOSearch({"population_size": 16}, BOConfig(pool_size=16, population=16))
+    plain._initialize_with_tune_context(ctx2)
+    assert plain.cold is None and plain.current_sampler() is plain.inner
+
+
+def test_a_failing_cold_sampler_falls_back_to_the_regular_one(context_and_candidates, caplog):
+    ctx, _ = context_and_candidates
+
+    class Broken:
+        def generate_measure_candidates(self):
+            raise RuntimeError("parallel_for_dynamic error with The block no longer exists")
+
+        def pre_tuning(self, *args):
+            pass
+
+        def post_tuning(self):
+            pass
+
+    search = BatchBOSearch({"population_size": 16, "init_min_unmeasured": 8},
+                           BOConfig(pool_size=16, population=16, carry=8, mc_samples=16,
+                                    cold_population=24))
+    ctx2 = ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator="post-order-apply",
+                          search_strategy=search, rand_state=1, num_threads=1)
+    search.cold = Broken()
+    ctx2.pre_tuning(max_trials=8, num_trials_per_iter=8,
+                    design_spaces=ctx2.generate_design_space(),
+                    database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    batch = ctx2.generate_measure_candidates()
+    assert batch is not None and len(batch) == 8 and search.cold_failed
+    assert "sampler failed" in caplog.text and "block no longer exists" in caplog.text

@@ -29,6 +29,7 @@ def test_dotlist_overrides_change_nested_values():
     ("trials_per_round=0", "positive"),
     ("cost_model=gbdt", "xgb"),
     ("search=annealing", "evolutionary"),
+    ("search_params.bo.cold_population=-1", "cold_"),
 ])
 def test_bad_values_raise_config_error(override, message):
     with pytest.raises(ConfigError, match=message):

@@ -54,6 +54,7 @@ class BatchBOSearch(PySearchStrategy):
                              f"choose {', '.join(ENGINES)}")
         self.seed = int(seed)
         self.inner = None
+        self.cold = None
         self.context = None
         self._preloaded: list | None = None
         self._reset()
@@ -78,17 +79,27 @@ class BatchBOSearch(PySearchStrategy):
         self.hist_cands: list = []
         self.hist_y: list[float] = []  # throughput 1 / seconds, 0 for failures
         self.leftover: list = []
+        self.cold_failed = False
 
     def _initialize_with_tune_context(self, context) -> None:
+        self.context = context
+        self.inner = self._sampler(self.params.population, self.params.genetic_iters)
+        self.cold = None
+        if self.params.cold_population or self.params.cold_genetic_iters:
+            self.cold = self._sampler(self.params.cold_population or self.params.population,
+                                      self.params.cold_genetic_iters or self.params.genetic_iters)
+
+    def _sampler(self, population: int, genetic_iters: int):
+        """A MetaSchedule evolutionary search proposing this task's candidate pools."""
         from tvm.s_tir import meta_schedule as ms
 
-        self.context = context
-        params = dict(self.evolutionary, population_size=self.params.population,
-                      genetic_num_iters=self.params.genetic_iters)
+        params = dict(self.evolutionary, population_size=population,
+                      genetic_num_iters=genetic_iters)
         params["init_min_unmeasured"] = min(params.get("init_min_unmeasured", 50),
-                                            self.params.population // 2)
-        self.inner = ms.search_strategy.EvolutionarySearch(**params)
-        self.inner._initialize_with_tune_context(context)
+                                            population // 2)
+        sampler = ms.search_strategy.EvolutionarySearch(**params)
+        sampler._initialize_with_tune_context(self.context)
+        return sampler
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
@@ -108,16 +119,38 @@ class BatchBOSearch(PySearchStrategy):
             self.hist_cands.append(as_candidate(sch))
             self.hist_y.append(_throughput(secs))
         # The sampler proposes a pool each round; it stops only when we do.
-        self.inner.pre_tuning(1 << 30, self.params.pool_size, design_spaces, database,
-                              cost_model)
+        for sampler in self._samplers():
+            sampler.pre_tuning(1 << 30, self.params.pool_size, design_spaces, database,
+                               cost_model)
 
     def post_tuning(self) -> None:
-        self.inner.post_tuning()
+        for sampler in self._samplers():
+            sampler.post_tuning()
+
+    def current_sampler(self):
+        """The sampler proposing this round's pool: the cold one (if configured) while the
+        task has no measurement, when the cost model is the only guide; else the regular."""
+        cold = self.cold is not None and not self.cold_failed and not self.hist_y
+        return self.cold if cold else self.inner
+
+    def _samplers(self) -> list:
+        return [self.inner] + ([self.cold] if self.cold is not None else [])
 
     def _pool(self) -> list | None:
         from tvm_ffi import structural_hash
 
-        fresh = self.inner.generate_measure_candidates()
+        sampler = self.current_sampler()
+        try:
+            fresh = sampler.generate_measure_candidates()
+        except Exception as err:  # noqa: BLE001 - TVM's sampler fails on some traces
+            # (seen: "The block no longer exists in the IRModule" on a winograd task); the
+            # round goes on with the carried-over candidates, and the tuning run survives.
+            logger.warning("%s: the evolutionary sampler failed (%s); this round uses the "
+                           "carried-over candidates", self.context.task_name,
+                           str(err).strip().splitlines()[-1])
+            if sampler is self.cold:
+                self.cold_failed = True  # from now on the regular sampler proposes
+            return list(self.leftover) if self.leftover else []
         if fresh is None and not self.leftover:
             return None
         pool, hashes = [], set()
@@ -127,7 +160,7 @@ class BatchBOSearch(PySearchStrategy):
                 hashes.add(h)
                 pool.append(cand)
         if fresh is not None:  # the sampler's own trial counter must advance
-            self.inner.notify_runner_results(list(fresh), [_failed()] * len(fresh))
+            sampler.notify_runner_results(list(fresh), [_failed()] * len(fresh))
         return pool
 
     def _predict(self, candidates: list) -> np.ndarray:

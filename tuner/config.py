@@ -28,6 +28,10 @@ class BOConfig:
         beta: ``qucb`` exploration weight.
         max_history: Measurements the GP is fitted on (the best half and the latest).
         device: ``auto`` (CUDA/ROCm if torch sees one), ``cpu`` or ``cuda``.
+        cold_population: The sampler's population while the task has no measurement yet
+            (the cost model is then the only guide, so it may search more); 0: ``population``.
+        cold_genetic_iters: The sampler's evolution rounds while the task has no measurement
+            yet; 0: ``genetic_iters``.
     """
 
     pool_size: int = 96
@@ -40,6 +44,8 @@ class BOConfig:
     beta: float = 0.2
     max_history: int = 256
     device: str = "auto"
+    cold_population: int = 0
+    cold_genetic_iters: int = 0
 
 
 @dataclass
@@ -217,9 +223,11 @@ def validate(cfg: dict[str, Any]) -> None:
     if bo["device"] not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"search_params.bo.device={bo['device']!r}: choose auto, cpu or cuda")
     if min(bo["pool_size"], bo["population"], bo["mc_samples"]) <= 0 or bo["max_history"] < 4 \
-            or bo["genetic_iters"] < 0 or bo["carry"] < 0:
+            or min(bo["genetic_iters"], bo["carry"], bo["cold_population"],
+                   bo["cold_genetic_iters"]) < 0:
         raise ConfigError("search_params.bo: pool_size, population and mc_samples must be "
-                          "positive, genetic_iters and carry not negative, max_history >= 4")
+                          "positive, genetic_iters, carry and the cold_* settings not "
+                          "negative, max_history >= 4")
     if cfg["search"] not in SEARCHES:
         raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
     if cfg["batch"] <= 0:

@@ -1,0 +1,198 @@
+"""The first round of a task: how good is the batch MetaTune picks before any measurement?
+
+At network scale most tasks get one or two rounds (resnet-18 at 256 trials: about 13
+trials per task), so the batch chosen with no measurement of the task, guided by the cost
+model alone, decides much of the result. This benchmark tunes one round (``--trials``
+trials) of each workload with each configuration and seed, and reports the best latency
+of that round, each configuration against the first (the baseline), and the round's
+search seconds.
+
+The default workloads are the checkpoint's validation workloads (one per convolution
+kind; never trained on, and not the framework comparison's held-out network tasks), so
+that choices made here are not tuned on the benchmark's tasks.
+
+Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
+
+Usage:
+    python bench/cold_start.py                                  # about 20 minutes
+    python bench/cold_start.py --configs "base=" \\
+        "cold=search_params.bo.cold_population=512 search_params.bo.cold_genetic_iters=3"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+
+from common import REPO, median, provenance, write_results
+
+DEFAULT_CONFIGS = [
+    "meta-BO-T=preset=meta-BO-T",
+    "meta-BO-T cold 256x2=preset=meta-BO-T search_params.bo.cold_population=256 "
+    "search_params.bo.cold_genetic_iters=2",
+    "meta-BO-T cold 512x3=preset=meta-BO-T search_params.bo.cold_population=512 "
+    "search_params.bo.cold_genetic_iters=3",
+    "xgb-Xfer=preset=xgb-Xfer",
+]
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workloads", nargs="+",
+                   help="training-generator workload names (default: the checkpoint's "
+                        "validation convolutions)")
+    p.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS,
+                   help="NAME=OVERRIDES (space-separated tune config overrides); the first "
+                        "is the baseline")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--trials", type=int, default=16, help="trials of the one round")
+    p.add_argument("--checkpoint-json", default="checkpoints/llvm-super.json")
+    p.add_argument("--runs-dir", default="docs/bench/runs/cold_start")
+    p.add_argument("--out", default="docs/bench/cold_start")
+    return p.parse_args()
+
+
+def default_workloads(checkpoint_json: str) -> list[str]:
+    """The checkpoint's validation workloads that are convolutions (dense left out)."""
+    with open(checkpoint_json, encoding="utf-8") as f:
+        names = json.load(f)["data"]["val_workloads"]
+    return [n for n in names if not n.startswith("dense")]
+
+
+def workload_task(name: str):
+    """A :class:`tuner.tasks.TaskInfo` for a workload of the dataset's generator
+    (``configs/collect.yaml``'s ``per_kind`` and ``seed``)."""
+    import tvm
+    from omegaconf import OmegaConf
+    from tvm.s_tir import meta_schedule as ms
+
+    from metatune.workloads import training_workloads
+    from tuner.tasks import TaskInfo
+
+    collect = OmegaConf.load(os.path.join(REPO, "configs", "collect.yaml"))
+    by_name = {w.name: w for w in training_workloads(collect.per_kind, collect.seed)}
+    if name not in by_name:
+        raise SystemExit(f"{name!r} is not a workload of the dataset's generator; choose "
+                         f"from: {', '.join(by_name)}")
+    wl = by_name[name]
+    mod = tvm.IRModule({"main": wl.prim_func()})
+    target = tvm.target.Target("llvm")
+    return TaskInfo(0, name, float(wl.flops()), 1, ms.ExtractedTask(name, mod, target, [mod], 1))
+
+
+def run_one(name: str, overrides: list[str], seed: int, trials: int) -> dict:
+    """One round of ``trials`` trials on workload ``name``; its best and search seconds."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.config import load_tune_config
+    from tuner.intrinsics import load_tensor_intrinsics
+    from tuner.targets import resolve_target
+    from tuner.tuning import tune
+
+    info = resolve_target("llvm")
+    load_tensor_intrinsics(("llvm",))
+    work_dir = tempfile.mkdtemp(prefix="cold-start-")
+    cfg = load_tune_config(overrides=[
+        *overrides, f"trials={trials}", f"trials_per_round={trials}", f"seed={seed}",
+        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING"])
+    outcome = tune([workload_task(name)], info, ms.database.JSONDatabase(work_dir=work_dir),
+                   cfg, work_dir)
+    path = os.path.join(work_dir, "rounds.jsonl")
+    rounds = []
+    if os.path.exists(path):  # no round at all when the sampler failed throughout
+        with open(path, encoding="utf-8") as f:
+            rounds = [json.loads(line) for line in f]
+    return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
+            "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run}
+
+
+def summarize(runs: list[dict], configs: list[str]) -> dict:
+    """Per configuration: best per workload (median over seeds), the geometric mean over
+    workloads of its best over the baseline's, and the median search seconds."""
+    base = configs[0]
+    out = {}
+    for config in configs:
+        mine = [r for r in runs if r["config"] == config]
+        per_wl = {}
+        for wl in dict.fromkeys(r["workload"] for r in runs):
+            per_wl[wl] = median([r["best_ms"] for r in mine if r["workload"] == wl])
+        ratios = []
+        for wl, best in per_wl.items():
+            ref = median([r["best_ms"] for r in runs if r["config"] == base
+                          and r["workload"] == wl])
+            if best and ref:
+                ratios.append(best / ref)
+        out[config] = {
+            "median_best_ms": per_wl,
+            "geomean_over_base": (math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+                                  if ratios else None),
+            "workloads_better": sum(x < 1.0 for x in ratios),
+            "median_search_s": median([r["search_s"] for r in mine]),
+            "runs_without_result": sum(r["best_ms"] is None for r in mine),
+        }
+    return out
+
+
+def markdown(doc: dict) -> str:
+    configs = list(doc["summary"])
+    workloads = list(doc["summary"][configs[0]]["median_best_ms"])
+    lines = ["# First round: the batch chosen before any measurement of the task", "",
+             f"- command: `{doc['command']}`", f"- date: {doc['date']}",
+             f"- machine: {doc['machine']}",
+             f"- one round of {doc['trials']} trials per run, seeds {doc['seeds']}, "
+             f"{doc['runs_done']} runs; workloads: the checkpoint's validation convolutions "
+             "(never trained on, not benchmark tasks)",
+             "- configurations (the first is the baseline): "
+             + "; ".join(f"`{c}`: `{o}`" for c, o in doc["configs"].items()), "",
+             "| configuration | best vs baseline (geomean) | workloads better | "
+             "search s (median) | runs without result | " + " | ".join(workloads) + " |",
+             "|---|---|---|---|---|" + "---|" * len(workloads)]
+    for config, s in doc["summary"].items():
+        lines.append(f"| {config} | {s['geomean_over_base']:.3f} | {s['workloads_better']} "
+                     f"of {len(workloads)} | {s['median_search_s']:.1f} | "
+                     f"{s['runs_without_result']} | "
+                     + " | ".join("-" if s["median_best_ms"][w] is None
+                                  else f"{s['median_best_ms'][w]:.3f}" for w in workloads)
+                     + " |")
+    lines += ["", "Per workload: the best latency (ms) of the round, median over the seeds "
+              "that measured something. Runs without result: TVM's evolutionary sampler "
+              "raised on every try (`The block no longer exists in the IRModule`, seen on "
+              "a winograd workload); BO logs it and the run survives, but measures nothing "
+              "for that task."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    args = _parse()
+    sys.path.insert(0, REPO)
+    os.chdir(REPO)
+    configs = dict(c.split("=", 1) for c in args.configs)
+    workloads = args.workloads or default_workloads(args.checkpoint_json)
+    os.makedirs(args.runs_dir, exist_ok=True)
+    runs = []
+    plan = [(s, w, c) for s in args.seeds for w in workloads for c in configs]
+    for i, (seed, wl, config) in enumerate(plan, 1):
+        slug = config.replace(" ", "_")
+        path = os.path.join(args.runs_dir, f"{wl}-{slug}-t{args.trials}-{seed}.json")
+        if not os.path.exists(path):
+            print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
+            run = run_one(wl, configs[config].split(), seed, args.trials)
+            run["config"] = config
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(run, f)
+            os.replace(path + ".tmp", path)
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    doc = {**provenance("cold_start.py"), "trials": args.trials, "seeds": args.seeds,
+           "configs": configs, "runs_done": len(runs),
+           "summary": summarize(runs, list(configs)), "runs": runs}
+    write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
