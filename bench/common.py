@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def provenance(script: str) -> dict:
     from tuner.report import machine_info
 
     m = machine_info()
-    return {"command": f"python bench/{script} " + " ".join(sys.argv[1:]), "date": m["date"],
+    return {"command": f"python bench/{script} " + shlex.join(sys.argv[1:]), "date": m["date"],
             "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}"}
 
 

@@ -102,3 +102,19 @@ def test_time_curve_accumulates_round_seconds_and_reaches_xgb_best():
     assert s["xgb"]["seconds_to_xgb_best"] == [43.0]  # 22 + 21 s
     assert cf.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"][
         "median_seconds_to_xgb_best"] == 10.0
+
+
+def test_cold_start_summary_compares_with_the_first_configuration():
+    import cold_start as cs
+
+    runs = [{"config": c, "workload": w, "seed": s, "best_ms": b, "search_s": t}
+            for c, w, s, b, t in [("base", "a", 0, 2.0, 1.0), ("base", "b", 0, 1.0, 1.0),
+                                  ("cold", "a", 0, 1.0, 9.0), ("cold", "b", 0, None, 0.0)]]
+    s = cs.summarize(runs, ["base", "cold"])
+    assert s["base"]["geomean_over_base"] == 1.0
+    assert s["cold"]["geomean_over_base"] == 0.5 and s["cold"]["workloads_better"] == 1
+    assert s["cold"]["runs_without_result"] == 1 and s["cold"]["median_best_ms"]["b"] is None
+    page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
+                        "seeds": [0], "runs_done": 4, "configs": {"base": "", "cold": "x"},
+                        "summary": s})
+    assert "| cold | 0.500 | 1 of 2 | 4.5 | 1 | 1.000 | - |" in page
