@@ -6,7 +6,11 @@ Each round:
    samples of the design space and mutations of the best measured schedules, evolved
    under the cost model (it is the sampler, not the chooser). Unchosen candidates of the
    previous round stay in the pool (the best ``carry`` of them by the cost model).
-   Candidates measured before, in this run or in the database, are dropped.
+   Candidates measured before, in this run or in the database, are dropped. Optionally a
+   larger "cold" sampler proposes while the task has no measurement yet
+   (``cold_population``, ``cold_genetic_iters``; ``docs/bench/cold_start.md``). If TVM's
+   sampler raises, the round uses the carried-over candidates; after four failed draws in
+   a row the task stops (with a warning) instead of the whole run.
 2. **Features.** Each candidate's knob vector (:mod:`tuner.knobs`) and the cost model's
    prediction (the MetaTune model fine-tuned online on this task, or any other model).
 3. **Choice.** A GP over knob vectors with the prediction as its prior mean, fitted to this
