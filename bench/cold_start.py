@@ -26,9 +26,8 @@ import json
 import math
 import os
 import sys
-import tempfile
 
-from common import REPO, median, provenance, write_results
+from common import REPO, median, provenance, tune_tasks, write_results
 
 DEFAULT_CONFIGS = [
     "meta-BO-T=preset=meta-BO-T",
@@ -87,26 +86,9 @@ def workload_task(name: str):
 
 def run_one(name: str, overrides: list[str], seed: int, trials: int) -> dict:
     """One round of ``trials`` trials on workload ``name``; its best and search seconds."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from tuner.config import load_tune_config
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.targets import resolve_target
-    from tuner.tuning import tune
-
-    info = resolve_target("llvm")
-    load_tensor_intrinsics(("llvm",))
-    work_dir = tempfile.mkdtemp(prefix="cold-start-")
-    cfg = load_tune_config(overrides=[
-        *overrides, f"trials={trials}", f"trials_per_round={trials}", f"seed={seed}",
-        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING"])
-    outcome = tune([workload_task(name)], info, ms.database.JSONDatabase(work_dir=work_dir),
-                   cfg, work_dir)
-    path = os.path.join(work_dir, "rounds.jsonl")
-    rounds = []
-    if os.path.exists(path):  # no round at all when the sampler failed throughout
-        with open(path, encoding="utf-8") as f:
-            rounds = [json.loads(line) for line in f]
+    outcome, _, rounds = tune_tasks([workload_task(name)], [
+        *overrides, f"trials={trials}", f"trials_per_round={trials}", f"seed={seed}"],
+        prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
             "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run}
 
@@ -114,21 +96,16 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int) -> dict:
 def summarize(runs: list[dict], configs: list[str]) -> dict:
     """Per configuration: best per workload (median over seeds), the geometric mean over
     workloads of its best over the baseline's, and the median search seconds."""
-    base = configs[0]
+    workloads = list(dict.fromkeys(r["workload"] for r in runs))
+    best = {c: {w: median([r["best_ms"] for r in runs if r["config"] == c
+                           and r["workload"] == w]) for w in workloads} for c in configs}
+    base = best[configs[0]]
     out = {}
     for config in configs:
         mine = [r for r in runs if r["config"] == config]
-        per_wl = {}
-        for wl in dict.fromkeys(r["workload"] for r in runs):
-            per_wl[wl] = median([r["best_ms"] for r in mine if r["workload"] == wl])
-        ratios = []
-        for wl, best in per_wl.items():
-            ref = median([r["best_ms"] for r in runs if r["config"] == base
-                          and r["workload"] == wl])
-            if best and ref:
-                ratios.append(best / ref)
+        ratios = [b / base[w] for w, b in best[config].items() if b and base[w]]
         out[config] = {
-            "median_best_ms": per_wl,
+            "median_best_ms": best[config],
             "geomean_over_base": (math.exp(sum(math.log(x) for x in ratios) / len(ratios))
                                   if ratios else None),
             "workloads_better": sum(x < 1.0 for x in ratios),

@@ -1,4 +1,4 @@
-"""Shared by the tuning benchmarks: tune one task of a network with a preset, in-process."""
+"""Shared by the tuning benchmarks: in-process tuning of a few tasks, provenance, results."""
 
 from __future__ import annotations
 
@@ -12,9 +12,44 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
+    """Tune ``tasks`` on the local CPU with ``tune.py``'s own loop (:func:`tuner.tuning.tune`)
+    in a fresh temporary work dir.
+
+    Args:
+        tasks: :class:`tuner.tasks.TaskInfo` list.
+        overrides: Tune config overrides (preset, trials, trials_per_round, seed, ...).
+        prefix: Prefix of the temporary work dir's name.
+
+    Returns:
+        ``(outcome, work_dir, rounds)``: the :class:`tuner.tuning.TuningOutcome`, the work
+        dir, and its ``rounds.jsonl`` rows (none when no round ran).
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.config import load_tune_config
+    from tuner.intrinsics import load_tensor_intrinsics
+    from tuner.targets import resolve_target
+    from tuner.tuning import tune
+
+    info = resolve_target("llvm")
+    load_tensor_intrinsics(("llvm",))
+    work_dir = tempfile.mkdtemp(prefix=prefix)
+    cfg = load_tune_config(overrides=[
+        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
+        *overrides])
+    outcome = tune(tasks, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
+    path = os.path.join(work_dir, "rounds.jsonl")
+    rounds = []
+    if os.path.exists(path):  # no round at all when the search proposed nothing
+        with open(path, encoding="utf-8") as f:
+            rounds = [json.loads(line) for line in f]
+    return outcome, work_dir, rounds
+
+
 def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: int,
                   batch: int, overrides: list[str]) -> dict:
-    """Tune one task with ``tune.py``'s own loop (:func:`tuner.tuning.tune`).
+    """Tune one task of a built-in network with :func:`tune_tasks`.
 
     Args:
         network: A built-in network name.
@@ -30,31 +65,19 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         ``rounds`` (``rounds.jsonl`` rows) and ``curve`` (``[trial, best ms so far]``).
     """
     sys.path.insert(0, REPO)
-    from tvm.s_tir import meta_schedule as ms
-
-    from tuner.config import load_tune_config
-    from tuner.intrinsics import load_tensor_intrinsics
     from tuner.monitor import read_curves
     from tuner.networks import load_network
     from tuner.targets import resolve_target
     from tuner.tasks import extract_tasks
-    from tuner.tuning import tune
 
-    info = resolve_target("llvm")
-    load_tensor_intrinsics(("llvm",))
-    tasks = extract_tasks(load_network(network).relax_mod, info.target)
+    tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target)
     matching = [t for t in tasks if t.name == task_name]
     if not matching:
         raise SystemExit(f"{network} has no task {task_name!r}; its tasks: "
                          + ", ".join(t.name for t in tasks))
-    work_dir = tempfile.mkdtemp(prefix=f"bench-{preset}-")
-    cfg = load_tune_config(overrides=[
+    outcome, work_dir, rounds = tune_tasks(matching, [
         f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
-        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
-        *overrides])
-    outcome = tune(matching, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
-    with open(os.path.join(work_dir, "rounds.jsonl"), encoding="utf-8") as f:
-        rounds = [json.loads(line) for line in f]
+        *overrides], prefix=f"bench-{preset}-")
     curve = [[c["trial"], c["task_best_ms"]] for c in read_curves(work_dir)]
     return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",
             "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,

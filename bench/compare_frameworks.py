@@ -324,7 +324,7 @@ def markdown(doc: dict) -> str:
             reach_s = ", ".join(_fmt(v, ".0f") for v in s.get("seconds_to_xgb_best", []))
             lines.append(
                 f"| {preset} | {_fmt(s['median_final_ms'])} | {seeds} | "
-                f"{_fmt(s['final_over_xgb'])} | {reach} | {reach_s or '-'} | "
+                f"{_fmt(s['final_over_xgb'])} | {reach or '-'} | {reach_s or '-'} | "
                 f"{_fmt(s['median_mse'])} | "
                 f"{_fmt(s['median_mse_d'])} | {_fmt(s['median_pairwise'])} | "
                 f"{_fmt(s['tuning_seconds'], '.0f')} |")
@@ -365,12 +365,18 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(summary: dict, out_prefix: str) -> dict[str, str]:
+def _pyplot():
+    """``matplotlib.pyplot`` on the file-only Agg backend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot(summary: dict, out_prefix: str) -> dict[str, str]:
+    plt = _pyplot()
     paths = {}
     for i, (task, per) in enumerate(summary.items()):
         fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
@@ -399,11 +405,7 @@ def plot(summary: dict, out_prefix: str) -> dict[str, str]:
 
 def plot_accuracy(early: dict, out_prefix: str) -> str:
     """MSE and MSE(D) of each framework's cost model over the first rounds (Figure 9)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for preset, e in early.items():
         for ax, key in zip(axes, ("mse", "mse_d")):
@@ -423,11 +425,7 @@ def plot_accuracy(early: dict, out_prefix: str) -> str:
 def plot_networks(rows: list[dict], out_prefix: str) -> str:
     """Tuned latency per network and framework, as a multiple of PyTorch eager's (the
     median of the eager latencies measured beside that network's runs)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     networks = list(dict.fromkeys(r["network"] for r in rows))
     presets = list(dict.fromkeys(r["preset"] for r in rows))
     eager = {net: median([r["torch_ms"] for r in rows if r["network"] == net])

@@ -7,8 +7,8 @@ and the GP corrects it where measurements exist. Each round's batch is chosen fr
 discrete candidate pool by a Monte-Carlo batch acquisition (noisy EI or UCB), sequential
 greedy with no candidate twice: on joint posterior samples drawn once per round
 (:func:`greedy_batch`, the default), or with botorch's ``optimize_acqf_discrete`` over
-qLogNEI / qUCB (``engine="botorch"``, the reference; slower, as it recomputes a GP posterior for every
-pool member at every greedy step).
+qLogNEI / qUCB (``engine="botorch"``, the reference; slower, as it recomputes a GP
+posterior for every pool member at every greedy step).
 """
 
 from __future__ import annotations
