@@ -17,7 +17,8 @@ FLAGS = {
     "network": "network", "onnx": "onnx", "model": "model", "input_shape": "input_shape",
     "batch": "batch", "target": "target", "trials": "trials",
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
-    "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search", "work_dir": "work_dir",
+    "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search",
+    "work_dir": "work_dir",
     "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
 }
 

@@ -135,7 +135,8 @@ def summarize(runs: list[dict]) -> dict:
         if label == BASELINE:
             continue
         ratios = [{"seed": r["seed"],
-                   "tuning_per_trial": base[r["seed"]]["tuning_s_per_trial"] / r["tuning_s_per_trial"],
+                   "tuning_per_trial": (base[r["seed"]]["tuning_s_per_trial"]
+                                        / r["tuning_s_per_trial"]),
                    "total_per_trial": base[r["seed"]]["total_s_per_trial"] / r["total_s_per_trial"]}
                   for r in runs if r["variant"] == label and r["seed"] in base]
         if ratios:
@@ -157,7 +158,8 @@ def markdown(doc: dict) -> str:
         "- what it measures: wall time per trial (tuning loop; and with the process start-up). "
         "The best latency after so few trials varies by about 30% from run to run for the same "
         "set-up; it is listed to show no variant measures nothing, not to rank them.", "",
-        "| variant | seed | trials | valid | best (ms) | start-up (s) | tuning s/trial | total s/trial |",
+        "| variant | seed | trials | valid | best (ms) | start-up (s) | tuning s/trial "
+        "| total s/trial |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["runs"]:
@@ -166,7 +168,8 @@ def markdown(doc: dict) -> str:
                      f"{r['startup_s']:.1f} | {r['tuning_s_per_trial']:.2f} | "
                      f"{r['total_s_per_trial']:.2f} |")
     s = doc["summary"]
-    lines += ["", "| variant | seeds | median tuning s/trial | median total s/trial | median best (ms) |",
+    lines += ["", "| variant | seeds | median tuning s/trial | median total s/trial "
+              "| median best (ms) |",
               "|---|---|---|---|---|"]
     for label, m in s["per_variant"].items():
         best = f"{m['best_ms']:.3f}" if "best_ms" in m else "-"

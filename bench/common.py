@@ -14,7 +14,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
     """Tune ``tasks`` on the local CPU with ``tune.py``'s own loop (:func:`tuner.tuning.tune`)
-    in a fresh temporary work dir.
+    in a fresh temporary work dir, removed afterwards.
 
     Args:
         tasks: :class:`tuner.tasks.TaskInfo` list.
@@ -22,29 +22,30 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
         prefix: Prefix of the temporary work dir's name.
 
     Returns:
-        ``(outcome, work_dir, rounds)``: the :class:`tuner.tuning.TuningOutcome`, the work
-        dir, and its ``rounds.jsonl`` rows (none when no round ran).
+        ``(outcome, rounds, curves)``: the :class:`tuner.tuning.TuningOutcome`, the work
+        dir's ``rounds.jsonl`` rows (none when no round ran) and its ``curves.jsonl`` rows.
     """
     from tvm.s_tir import meta_schedule as ms
 
     from tuner.config import load_tune_config
     from tuner.intrinsics import load_tensor_intrinsics
+    from tuner.monitor import read_curves
     from tuner.targets import resolve_target
     from tuner.tuning import tune
 
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
-    work_dir = tempfile.mkdtemp(prefix=prefix)
-    cfg = load_tune_config(overrides=[
-        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
-        *overrides])
-    outcome = tune(tasks, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
-    path = os.path.join(work_dir, "rounds.jsonl")
-    rounds = []
-    if os.path.exists(path):  # no round at all when the search proposed nothing
-        with open(path, encoding="utf-8") as f:
-            rounds = [json.loads(line) for line in f]
-    return outcome, work_dir, rounds
+    with tempfile.TemporaryDirectory(prefix=prefix) as work_dir:
+        cfg = load_tune_config(overrides=[
+            f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
+            *overrides])
+        outcome = tune(tasks, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
+        path = os.path.join(work_dir, "rounds.jsonl")
+        rounds = []
+        if os.path.exists(path):  # no round at all when the search proposed nothing
+            with open(path, encoding="utf-8") as f:
+                rounds = [json.loads(line) for line in f]
+        return outcome, rounds, read_curves(work_dir)
 
 
 def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: int,
@@ -65,7 +66,6 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         ``rounds`` (``rounds.jsonl`` rows) and ``curve`` (``[trial, best ms so far]``).
     """
     sys.path.insert(0, REPO)
-    from tuner.monitor import read_curves
     from tuner.networks import load_network
     from tuner.targets import resolve_target
     from tuner.tasks import extract_tasks
@@ -75,10 +75,10 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
     if not matching:
         raise SystemExit(f"{network} has no task {task_name!r}; its tasks: "
                          + ", ".join(t.name for t in tasks))
-    outcome, work_dir, rounds = tune_tasks(matching, [
+    outcome, rounds, curves = tune_tasks(matching, [
         f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
         *overrides], prefix=f"bench-{preset}-")
-    curve = [[c["trial"], c["task_best_ms"]] for c in read_curves(work_dir)]
+    curve = [[c["trial"], c["task_best_ms"]] for c in curves]
     return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",
             "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve}

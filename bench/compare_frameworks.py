@@ -42,6 +42,7 @@ from common import REPO, median, provenance, write_results
 
 PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
 BASELINE = "xgb"
+BASELINES = ("xgb", "xgb-Xfer")  # TVM's own tuners; every other preset is MetaTune
 EARLY_ROUNDS = 8  # rounds shown in the early-iteration accuracy curves (paper Figure 9)
 QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu1"]
 FULL_TASKS = [
@@ -114,14 +115,30 @@ def best_at(curve: list[list[float]], trial: int) -> float | None:
     return best
 
 
+def equal_time_budgets(runs: list[dict]) -> dict[int, float]:
+    """Per seed, the shortest tuning time (search + measurement + model update, as
+    :func:`time_curve` counts it) of the runs given, all of one task: the wall-time budget
+    at which every framework is compared with equal time."""
+    ends: dict[int, list[float]] = {}
+    for r in runs:
+        curve = time_curve(r)
+        if curve:
+            ends.setdefault(r["seed"], []).append(curve[-1][0])
+    return {seed: min(v) for seed, v in ends.items()}
+
+
 def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> dict:
-    """Per task and preset: final bests, curves, trials to xgb's best, accuracy."""
+    """Per task and preset: final bests, curves, trials to xgb's best, bests at equal
+    tuning time, accuracy."""
     out: dict = {}
     grid = list(range(batch, trials + 1, batch))
     for task in dict.fromkeys(r["task"] for r in runs):
         per_task = {}
         base = [r for r in runs if r["task"] == task and r["preset"] == BASELINE]
         base_final = median([r["best_ms"] for r in base])
+        budgets = equal_time_budgets([r for r in runs if r["task"] == task])
+        base_at_time = median([best_at(time_curve(r), budgets[r["seed"]]) for r in base
+                               if r["seed"] in budgets])
         for preset in presets:
             mine = sorted((r for r in runs if r["task"] == task and r["preset"] == preset),
                           key=lambda r: r["seed"])
@@ -133,6 +150,9 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
             final = median([r["best_ms"] for r in mine])
             times = [time_curve(r) for r in mine]
             reach_s = [trials_to_reach(t, base_final) for t in times] if base_final else []
+            at_time = [best_at(t, budgets[r["seed"]]) if r["seed"] in budgets else None
+                       for t, r in zip(times, mine)]
+            at_time_median = median(at_time)
             per_task[preset] = {
                 "seeds": [r["seed"] for r in mine],
                 "final_ms": [r["best_ms"] for r in mine],
@@ -141,6 +161,10 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
                 "trials_to_xgb_best": reach,
                 "seconds_to_xgb_best": reach_s,
                 "time_curves": times,
+                "equal_time_s": [budgets.get(r["seed"]) for r in mine],
+                "equal_time_ms": at_time,
+                "equal_time_over_xgb": (at_time_median / base_at_time
+                                        if at_time_median and base_at_time else None),
                 "curve_trials": grid,
                 "curve_median_ms": [median(list(col)) for col in zip(*curves)],
                 "curve_min_ms": [min((v for v in col if v), default=None) for col in zip(*curves)],
@@ -165,20 +189,25 @@ def _median_reach(per: list[dict], key: str) -> float | None:
     return None if m is None or math.isinf(m) else m
 
 
+def _geomean(values: list[float | None]) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
 def overall(summary: dict, presets: list[str]) -> dict:
-    """Per preset, across tasks: the geometric mean of final best over xgb's, on how many
-    tasks it beat xgb, the median over runs of the trials and of the tuning seconds to
-    xgb's best (``None`` when most runs never reached it), and the median over tasks of its
-    tuning time over xgb's.
+    """Per preset, across tasks: the geometric mean of final best over xgb's and of best at
+    equal tuning time over xgb's, on how many tasks it beat xgb, the median over runs of
+    the trials and of the tuning seconds to xgb's best (``None`` when most runs never
+    reached it), and the median over tasks of its tuning time over xgb's.
 
     Args:
         summary: ``summarize``'s output.
         presets: The presets, in table order.
 
     Returns:
-        ``{preset: {"geomean_over_xgb", "tasks_better", "tasks", "median_trials_to_xgb_best",
-        "median_seconds_to_xgb_best", "runs_reaching_xgb_best", "runs",
-        "tuning_time_over_xgb"}}``.
+        ``{preset: {"geomean_over_xgb", "equal_time_geomean_over_xgb", "tasks_better",
+        "tasks", "median_trials_to_xgb_best", "median_seconds_to_xgb_best",
+        "runs_reaching_xgb_best", "runs", "tuning_time_over_xgb"}}``.
     """
     out = {}
     for preset in presets:
@@ -191,7 +220,9 @@ def overall(summary: dict, presets: list[str]) -> dict:
         times = [mine["tuning_seconds"] / base["tuning_seconds"] for mine, base in pairs
                  if mine["tuning_seconds"] and base["tuning_seconds"]]
         out[preset] = {
-            "geomean_over_xgb": math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
+            "geomean_over_xgb": _geomean(ratios),
+            "equal_time_geomean_over_xgb": _geomean([s.get("equal_time_over_xgb")
+                                                     for s in per]),
             "tasks_better": sum(r < 1.0 for r in ratios), "tasks": len(ratios),
             "median_trials_to_xgb_best": _median_reach(per, "trials_to_xgb_best"),
             "median_seconds_to_xgb_best": _median_reach(per, "seconds_to_xgb_best"),
@@ -280,6 +311,72 @@ def _fmt(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def losses(doc: dict) -> list[str]:
+    """Where MetaTune's presets lose, one markdown bullet each: every task whose median final
+    best, or median best at equal tuning time, is slower than a baseline's (xgb, xgb-Xfer),
+    and every network whose tuned latency is.
+
+    Args:
+        doc: The page's document (``presets``, ``summary``, optional ``networks`` rows).
+
+    Returns:
+        The bullets (markdown lines); one saying so when MetaTune never loses.
+    """
+    ours = [p for p in doc["presets"] if p not in BASELINES]
+    theirs = [p for p in doc["presets"] if p in BASELINES]
+    out = []
+    for task, per in doc["summary"].items():
+        for key, what in (("median_final_ms", "final best"),
+                          ("equal_time_ms", "best at equal tuning time")):
+            value = {p: s[key] if key == "median_final_ms" else median(s.get(key) or [])
+                     for p, s in per.items()}
+            for mine in ours:
+                behind = [f"{b} {value[b]:.3f} ms ({value[mine] / value[b]:.3f}x)"
+                          for b in theirs if value.get(b) and value.get(mine)
+                          and value[mine] > value[b]]
+                if behind:
+                    out.append(f"- {task}, {what}: {mine} {value[mine]:.3f} ms is behind "
+                               + ", ".join(behind))
+    rows = doc.get("networks") or []
+    for net in dict.fromkeys(r["network"] for r in rows):
+        tuned = {r["preset"]: r["tuned_ms"] for r in rows if r["network"] == net
+                 and r["tuned_ms"]}
+        for mine in (p for p in ours if p in tuned):
+            behind = [f"{b} {tuned[b]:.2f} ms ({tuned[mine] / tuned[b]:.3f}x)"
+                      for b in theirs if b in tuned and tuned[mine] > tuned[b]]
+            if behind:
+                out.append(f"- {net} end to end: {mine} {tuned[mine]:.2f} ms is behind "
+                           + ", ".join(behind))
+    if not out:
+        out.append("- nowhere: on every task and network measured, each MetaTune preset is "
+                   "at least as fast as xgb and xgb-Xfer")
+    return out
+
+
+def versus_pytorch(rows: list[dict]) -> list[str]:
+    """One markdown bullet per network: its fastest TVM build against PyTorch eager (median
+    of the eager runs beside the network's tuning runs) and ``torch.compile``.
+
+    Args:
+        rows: :func:`network_rows`' rows.
+    """
+    out = []
+    for net in dict.fromkeys(r["network"] for r in rows):
+        built = [r for r in rows if r["network"] == net and r["tuned_ms"]]
+        if not built:
+            continue
+        best = min(built, key=lambda r: r["tuned_ms"])
+        eager = median([r["torch_ms"] for r in built])
+        vs = [f"{best['tuned_ms'] / eager:.2f}x PyTorch eager ({eager:.2f} ms)"] if eager else []
+        if best.get("torch_compile_ms"):
+            vs.append(f"{best['tuned_ms'] / best['torch_compile_ms']:.2f}x torch.compile "
+                      f"({best['torch_compile_ms']:.2f} ms)")
+        if vs:
+            out.append(f"- {net}: the fastest TVM build ({best['preset']}, "
+                       f"{best['tuned_ms']:.2f} ms) is " + " and ".join(vs))
+    return out
+
+
 def markdown(doc: dict) -> str:
     lines = ["# Tuning frameworks side by side on held-out convolutions", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
@@ -301,30 +398,39 @@ def markdown(doc: dict) -> str:
     lines.append("")
     if doc.get("overall"):
         lines += ["## All tasks", "",
-                  "| framework | final best vs xgb (geomean) | tasks better than xgb | "
+                  "| framework | final best vs xgb (geomean) | at equal time vs xgb (geomean) "
+                  "| tasks better than xgb | "
                   "runs reaching xgb's best | median trials to xgb's best | "
                   "median seconds to xgb's best | tuning time vs xgb |",
-                  "|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|"]
         for preset, o in doc["overall"].items():
             lines.append(
-                f"| {preset} | {_fmt(o['geomean_over_xgb'])} | {o['tasks_better']} of "
+                f"| {preset} | {_fmt(o['geomean_over_xgb'])} | "
+                f"{_fmt(o.get('equal_time_geomean_over_xgb'))} | {o['tasks_better']} of "
                 f"{o['tasks']} | {o['runs_reaching_xgb_best']} of {o['runs']} | "
                 f"{_fmt(o['median_trials_to_xgb_best'], '.0f')} | "
                 f"{_fmt(o.get('median_seconds_to_xgb_best'), '.0f')} | "
                 f"{_fmt(o['tuning_time_over_xgb'], '.2f')} |")
         lines.append("")
+    if doc.get("presets"):
+        lines += ["## Where MetaTune loses", "", *losses(doc), ""]
+        if doc.get("networks"):
+            lines += ["Against PyTorch on the same CPU:", "", *versus_pytorch(doc["networks"]),
+                      ""]
     for task, per in doc["summary"].items():
         lines += [f"## {task}", "",
-                  "| framework | final best ms (median) | per seed | vs xgb | trials to xgb's best "
+                  "| framework | final best ms (median) | per seed | vs xgb | at equal time vs xgb "
+                  "| trials to xgb's best "
                   "| seconds to xgb's best | MSE | MSE(D) | pairwise | tuning s |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for preset, s in per.items():
             seeds = ", ".join(_fmt(v) for v in s["final_ms"])
             reach = ", ".join(_fmt(v, ".0f") for v in s["trials_to_xgb_best"])
             reach_s = ", ".join(_fmt(v, ".0f") for v in s.get("seconds_to_xgb_best", []))
             lines.append(
                 f"| {preset} | {_fmt(s['median_final_ms'])} | {seeds} | "
-                f"{_fmt(s['final_over_xgb'])} | {reach or '-'} | {reach_s or '-'} | "
+                f"{_fmt(s['final_over_xgb'])} | {_fmt(s.get('equal_time_over_xgb'))} | "
+                f"{reach or '-'} | {reach_s or '-'} | "
                 f"{_fmt(s['median_mse'])} | "
                 f"{_fmt(s['median_mse_d'])} | {_fmt(s['median_pairwise'])} | "
                 f"{_fmt(s['tuning_seconds'], '.0f')} |")
@@ -359,7 +465,9 @@ def markdown(doc: dict) -> str:
               "per seed, the measured trials after which the framework's best was at least "
               "as fast as xgb's median final best ('-': not within the budget); seconds to "
               "xgb's best: the same in tuning seconds (search + measurement + model update). "
-              "MSE, MSE(D), "
+              "At equal time vs xgb: per seed, every framework's best after the tuning time "
+              "of that seed's fastest run (the rounds it finished by then), median over seeds, "
+              "over xgb's. MSE, MSE(D), "
               "pairwise: the cost model on each new batch before it was measured, median over "
               "rounds (paper Table 4)."]
     return "\n".join(lines) + "\n"

@@ -72,9 +72,10 @@ def plain_graph(nest: LoopNest):
 
     n = len(nest.loops)
     rows = [_root(nest)]
-    rows += [_head(1, 1.0, 0.0, l.stage, l.role, l.level) + _for_context(l.features)
-             for l in nest.loops]
-    rows += [_head(2, 1.0, 0.0, l.stage, l.role, l.level) + l.features for l in nest.loops]
+    rows += [_head(1, 1.0, 0.0, loop.stage, loop.role, loop.level) + _for_context(loop.features)
+             for loop in nest.loops]
+    rows += [_head(2, 1.0, 0.0, loop.stage, loop.role, loop.level) + loop.features
+             for loop in nest.loops]
     src, dst, typ = [], [], []
     for i, loop in enumerate(nest.loops):
         src += [0, 1 + i]

@@ -4,8 +4,8 @@ This is the TIR counterpart of AutoTVM's itervar features (paper section 3): for
 loop of the scheduled function, its extent, kind and unroll annotations, nesting
 position, top-down and bottom-up extent products, and for the buffers of its main block
 the stride of the loop in each buffer, whether the loop reuses it, and the bytes the
-loop touches (inner loops included); plus arithmetic counts. Each loop is also located in a canonical frame
-(stage, original axis role, tile level) that the super-graph template uses.
+loop touches (inner loops included); plus arithmetic counts. Each loop is also located in a
+canonical frame (stage, original axis role, tile level) that the super-graph template uses.
 
 Only statements and the few expressions that matter are visited, so encoding keeps up
 with the search (``bench/bench_encoder.py``).
@@ -189,7 +189,8 @@ def read_loop_nest(func) -> LoopNest:
     def visit(stmt) -> None:
         if isinstance(stmt, tirx.For):
             ann = stmt.annotations
-            step = int(ann["pragma_auto_unroll_max_step"]) if "pragma_auto_unroll_max_step" in ann else 0
+            step = (int(ann["pragma_auto_unroll_max_step"])
+                    if "pragma_auto_unroll_max_step" in ann else 0)
             explicit = int(ann["pragma_unroll_explicit"]) if "pragma_unroll_explicit" in ann else 0
             ext = int(stmt.extent) if hasattr(stmt.extent, "value") else 1
             loops.append(Loop(stmt.loop_var.name, ext, int(stmt.kind), step, explicit,
@@ -316,7 +317,7 @@ def _block_tables(blk: Block, loops: list[Loop]) -> list[tuple]:
 def _fill_features(loops: list[Loop], blocks: list[Block], anchor: int) -> None:
     """Compute every loop's context vector (layout: :data:`LOOP_FEATURES`)."""
     tables = [_block_tables(b, loops) for b in blocks]
-    has_child = {l.parent for l in loops}
+    has_child = {loop.parent for loop in loops}
     top = []
     for loop in loops:
         top.append(loop.extent * (top[loop.parent] if loop.parent >= 0 else 1))

@@ -1,8 +1,8 @@
 """The MetaTune cost model (paper section 4, Figure 3): GCN embedding + regression head.
 
 A GCN embeds the loop-nest graph, ReLU, then a weighted sum (learned per-node gates) and
-a max pooling give a fixed-length embedding (layer-normalized); three fully connected layers with ReLU
-predict the candidate's score. Higher is better: the target is the candidate's
+a max pooling give a fixed-length embedding (layer-normalized); three fully connected
+layers with ReLU predict the candidate's score. Higher is better: the target is the candidate's
 throughput relative to its workload's best measured one (see :mod:`metatune.targets`).
 Input features are standardized with statistics stored as buffers, so a checkpoint alone
 rebuilds the model.

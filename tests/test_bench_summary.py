@@ -118,3 +118,39 @@ def test_cold_start_summary_compares_with_the_first_configuration():
                         "seeds": [0], "runs_done": 4, "configs": {"base": "", "cold": "x"},
                         "summary": s})
     assert "| cold | 0.500 | 1 of 2 | 4.5 | 1 | 1.000 | - |" in page
+
+
+def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
+    rounds = [{"trial": 16, "search_s": 1.0, "measure_s": 4.0},
+              {"trial": 32, "search_s": 1.0, "measure_s": 4.0}]
+    fast = _run("meta-BO-T", 0, [[16, 3.0], [32, 2.5]], rounds)  # done after 10 s
+    slow = _run("xgb", 0, [[16, 4.0], [32, 2.0]],
+                [dict(r, measure_s=9.0) for r in rounds])  # 10 s, then 20 s
+    assert cf.equal_time_budgets([fast, slow]) == {0: 10.0}
+    s = cf.summarize([slow, fast], ["xgb", "meta-BO-T"], 32, 16)["net/t"]
+    assert s["xgb"]["equal_time_ms"] == [4.0] and s["meta-BO-T"]["equal_time_ms"] == [2.5]
+    assert s["meta-BO-T"]["equal_time_over_xgb"] == 2.5 / 4.0
+    assert s["meta-BO-T"]["final_over_xgb"] == 2.5 / 2.0
+    o = cf.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"]
+    assert o["equal_time_geomean_over_xgb"] == 2.5 / 4.0 and o["geomean_over_xgb"] == 1.25
+    doc = {"presets": ["xgb", "meta-BO-T"], "summary": {"net/t": s}}
+    assert cf.losses(doc) == ["- net/t, final best: meta-BO-T 2.500 ms is behind xgb 2.000 ms "
+                              "(1.250x)"]
+    win = _run("meta-BO-T", 0, [[16, 3.0], [32, 1.5]], rounds)
+    doc["summary"] = cf.summarize([slow, win], ["xgb", "meta-BO-T"], 32, 16)
+    assert cf.losses(doc)[0].startswith("- nowhere")
+
+
+def test_losses_and_pytorch_bullets_for_networks():
+    def row(preset, tuned, torch, compiled=None):
+        return {"network": "alexnet", "preset": preset, "tuned_ms": tuned, "torch_ms": torch,
+                "torch_compile_ms": compiled}
+
+    rows = [row("xgb", 40.0, 15.0, 14.0), row("xgb-Xfer", 30.0, 17.0, 14.0),
+            row("meta-BO-T", 33.0, 16.0, 14.0)]
+    doc = {"presets": ["xgb", "xgb-Xfer", "meta-BO-T"], "summary": {}, "networks": rows}
+    assert cf.losses(doc) == ["- alexnet end to end: meta-BO-T 33.00 ms is behind xgb-Xfer "
+                              "30.00 ms (1.100x)"]
+    assert cf.versus_pytorch(rows) == ["- alexnet: the fastest TVM build (xgb-Xfer, 30.00 ms) "
+                                       "is 1.88x PyTorch eager (16.00 ms) and 2.14x "
+                                       "torch.compile (14.00 ms)"]

@@ -1,4 +1,5 @@
-"""The collector measures for real, resumes without duplicates, and summarizes; bad lines are skipped."""
+"""The collector measures for real, resumes without duplicates, and summarizes; bad lines
+are skipped."""
 
 from __future__ import annotations
 

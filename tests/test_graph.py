@@ -26,9 +26,9 @@ def _matmul(m=8, n=16, k=32):
 
 def test_unscheduled_matmul_nodes_edges_and_features():
     nest = read_loop_nest(_matmul())
-    assert [(l.var, l.extent) for l in nest.loops] == [("i", 8), ("j", 16), ("k", 32)]
-    assert [l.role for l in nest.loops] == ["y", "f", "rc"]
-    assert all(l.stage == "main" and l.level == 0 for l in nest.loops)
+    assert [(loop.var, loop.extent) for loop in nest.loops] == [("i", 8), ("j", 16), ("k", 32)]
+    assert [loop.role for loop in nest.loops] == ["y", "f", "rc"]
+    assert all(loop.stage == "main" and loop.level == 0 for loop in nest.loops)
     k = nest.loops[2].features
     j = nest.loops[1].features
     assert j[F["buf0_log_stride"]] == pytest.approx(1.0)  # C[i, j]: stride 1 -> log2(2)
@@ -60,7 +60,7 @@ def test_scheduled_loops_get_kind_level_and_stride():
     sch.parallel(i)
     sch.vectorize(j1)
     nest = read_loop_nest(sch.mod["main"])
-    by_var = {l.var: l for l in nest.loops}
+    by_var = {loop.var: loop for loop in nest.loops}
     assert by_var["i"].features[F["parallel"]] == 1.0
     assert by_var["j_1"].features[F["vectorized"]] == 1.0
     assert (by_var["j_0"].level, by_var["j_1"].level) == (0, 1)
@@ -88,7 +88,7 @@ def test_super_graph_slots_mean_the_same_across_types(kind):
 def test_same_roles_for_conv2d_and_depthwise_axes():
     conv = read_loop_nest(Workload("conv2d", 16, 14, 32, 3, 1).prim_func())
     dw = read_loop_nest(Workload("depthwise", 16, 14, 16, 3, 1).prim_func())
-    main = lambda nest: [l.role for l in nest.loops if l.stage == "main"]  # noqa: E731
+    main = lambda nest: [loop.role for loop in nest.loops if loop.stage == "main"]  # noqa: E731
     assert main(conv) == ["n", "f", "y", "x", "rc", "ry", "rx"]
     assert main(dw) == ["n", "f", "y", "x", "ry", "rx"]
 

@@ -210,7 +210,8 @@ def validate(cfg: dict[str, Any]) -> None:
     if cfg["trials_per_task"] is not None and cfg["trials_per_task"] <= 0:
         raise ConfigError(f"trials_per_task={cfg['trials_per_task']}: must be positive (or null)")
     if cfg["cost_model"] not in COST_MODELS:
-        raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of {', '.join(COST_MODELS)}")
+        raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of "
+                          f"{', '.join(COST_MODELS)}")
     if cfg["metatune"]["graph"] not in ("super", "plain"):
         raise ConfigError(f"metatune.graph={cfg['metatune']['graph']!r}: choose super or plain")
     bo = cfg["search_params"]["bo"]

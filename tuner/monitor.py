@@ -1,4 +1,5 @@
-"""Measure callbacks: progress, curves, TensorBoard, and detection of rounds that measure nothing."""
+"""Measure callbacks: progress, curves, TensorBoard, and detection of rounds that measure
+nothing."""
 
 from __future__ import annotations
 

@@ -130,7 +130,6 @@ def torch_to_relax(model, input_shape: tuple[int, ...]):
         ModelImportError: ``torch.export`` or the Relax importer fails.
     """
     import torch
-    from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
     example = torch.zeros(input_shape, dtype=torch.float32)
@@ -192,7 +191,6 @@ def load_onnx_network(path: str, input_shape: tuple[int, ...] | None) -> Network
         ModelImportError: The file is missing, unreadable, or not importable.
     """
     import onnx
-    from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
     if not os.path.isfile(path):
