@@ -89,6 +89,8 @@ def test_network_reports_are_copied_to_the_runs_dir_and_read_back(tmp_path):
     assert cf.tune_networks(args) == [report]  # read back from the runs dir
     row = cf.network_rows([report])[0]
     assert row["speedup_over_untuned"] == 30.0 and row["tuning_minutes"] == 1.0
+    row = cf.network_rows([dict(report, tasks=[{"best_ms": 1.0}, {"best_ms": None}])])[0]
+    assert row["tasks"] == 2 and row["tasks_measured"] == 1
 
 
 def test_time_curve_accumulates_round_seconds_and_reaches_xgb_best():
