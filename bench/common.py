@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -14,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
     """Tune ``tasks`` on the local CPU with ``tune.py``'s own loop (:func:`tuner.tuning.tune`)
-    in a fresh temporary work dir, removed afterwards.
+    in a fresh temporary work dir, removed afterwards (kept if tuning raises).
 
     Args:
         tasks: :class:`tuner.tasks.TaskInfo` list.
@@ -35,17 +36,24 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
 
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
-    with tempfile.TemporaryDirectory(prefix=prefix) as work_dir:
-        cfg = load_tune_config(overrides=[
-            f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
-            *overrides])
+    work_dir = tempfile.mkdtemp(prefix=prefix)
+    cfg = load_tune_config(overrides=[
+        f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
+        *overrides])
+    try:
         outcome = tune(tasks, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
-        path = os.path.join(work_dir, "rounds.jsonl")
-        rounds = []
-        if os.path.exists(path):  # no round at all when the search proposed nothing
-            with open(path, encoding="utf-8") as f:
-                rounds = [json.loads(line) for line in f]
-        return outcome, rounds, read_curves(work_dir)
+    except BaseException:
+        print(f"tuning failed; its work dir (logs, database) is kept: {work_dir}",
+              file=sys.stderr)
+        raise
+    path = os.path.join(work_dir, "rounds.jsonl")
+    rounds = []
+    if os.path.exists(path):  # no round at all when the search proposed nothing
+        with open(path, encoding="utf-8") as f:
+            rounds = [json.loads(line) for line in f]
+    curves = read_curves(work_dir)
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return outcome, rounds, curves
 
 
 def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: int,

@@ -99,17 +99,18 @@ def time_curve(run: dict) -> list[list[float]]:
     best = {int(t): b for t, b in run["curve"]}
     out, seconds = [], 0.0
     for r in run["rounds"]:
-        seconds += r.get("search_s", 0.0) + r.get("measure_s", 0.0) + r.get("update_s", 0.0)
+        seconds += sum(r.get(key) or 0.0 for key in ("search_s", "measure_s", "update_s"))
         if r.get("trial") in best:
             out.append([seconds, best[r["trial"]]])
     return out
 
 
-def best_at(curve: list[list[float]], trial: int) -> float | None:
-    """Best-so-far latency after ``trial`` trials (the last round not past it)."""
+def best_at(curve: list[list[float]], x: float) -> float | None:
+    """Best-so-far latency at ``x`` trials (or seconds, for a :func:`time_curve`): that of
+    the last round not past it; ``None`` before the first."""
     best = None
     for t, b in curve:
-        if t > trial:
+        if t > x:
             break
         best = b
     return best
@@ -118,13 +119,18 @@ def best_at(curve: list[list[float]], trial: int) -> float | None:
 def equal_time_budgets(runs: list[dict]) -> dict[int, float]:
     """Per seed, the shortest tuning time (search + measurement + model update, as
     :func:`time_curve` counts it) of the runs given, all of one task: the wall-time budget
-    at which every framework is compared with equal time."""
-    ends: dict[int, list[float]] = {}
+    at which every framework is compared with equal time.
+
+    Only seeds that every preset among ``runs`` has finished get a budget (in a partial
+    run, the seed under way has none), and only runs with round timings count.
+    """
+    presets = {r["preset"] for r in runs}
+    ends: dict[int, dict[str, float]] = {}
     for r in runs:
         curve = time_curve(r)
-        if curve:
-            ends.setdefault(r["seed"], []).append(curve[-1][0])
-    return {seed: min(v) for seed, v in ends.items()}
+        if curve and curve[-1][0] > 0:
+            ends.setdefault(r["seed"], {})[r["preset"]] = curve[-1][0]
+    return {seed: min(v.values()) for seed, v in ends.items() if set(v) == presets}
 
 
 def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> dict:
@@ -137,8 +143,8 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
         base = [r for r in runs if r["task"] == task and r["preset"] == BASELINE]
         base_final = median([r["best_ms"] for r in base])
         budgets = equal_time_budgets([r for r in runs if r["task"] == task])
-        base_at_time = median([best_at(time_curve(r), budgets[r["seed"]]) for r in base
-                               if r["seed"] in budgets])
+        base_at_time = _median_or_inf([best_at(time_curve(r), budgets[r["seed"]])
+                                       for r in base if r["seed"] in budgets])
         for preset in presets:
             mine = sorted((r for r in runs if r["task"] == task and r["preset"] == preset),
                           key=lambda r: r["seed"])
@@ -150,9 +156,9 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
             final = median([r["best_ms"] for r in mine])
             times = [time_curve(r) for r in mine]
             reach_s = [trials_to_reach(t, base_final) for t in times] if base_final else []
-            at_time = [best_at(t, budgets[r["seed"]]) if r["seed"] in budgets else None
-                       for t, r in zip(times, mine)]
-            at_time_median = median(at_time)
+            at_time = [best_at(t, budgets[r["seed"]]) for t, r in zip(times, mine)
+                       if r["seed"] in budgets]
+            at_time_median = _median_or_inf(at_time)
             per_task[preset] = {
                 "seeds": [r["seed"] for r in mine],
                 "final_ms": [r["best_ms"] for r in mine],
@@ -161,8 +167,9 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
                 "trials_to_xgb_best": reach,
                 "seconds_to_xgb_best": reach_s,
                 "time_curves": times,
-                "equal_time_s": [budgets.get(r["seed"]) for r in mine],
+                "equal_time_s": [budgets[r["seed"]] for r in mine if r["seed"] in budgets],
                 "equal_time_ms": at_time,
+                "median_equal_time_ms": at_time_median,
                 "equal_time_over_xgb": (at_time_median / base_at_time
                                         if at_time_median and base_at_time else None),
                 "curve_trials": grid,
@@ -182,11 +189,17 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
     return out
 
 
+def _median_or_inf(values: list[float | None]) -> float | None:
+    """Median of ``values``, counting ``None`` (no result by then) as infinitely slow;
+    ``None`` for no values or an infinite median."""
+    m = median([math.inf if v is None else v for v in values])
+    return None if m is None or math.isinf(m) else m
+
+
 def _median_reach(per: list[dict], key: str) -> float | None:
     """Median over all runs of ``key`` (trials or seconds to xgb's best), counting runs that
     never reached it as infinite; ``None`` when that median is infinite."""
-    m = median([math.inf if v is None else v for s in per for v in s[key]])
-    return None if m is None or math.isinf(m) else m
+    return _median_or_inf([v for s in per for v in s[key]])
 
 
 def _geomean(values: list[float | None]) -> float | None:
@@ -303,14 +316,28 @@ def network_rows(reports: list[dict]) -> list[dict]:
             "speedup_over_untuned": (lat["untuned"] / lat["tuned"]
                                      if lat["tuned"] and lat["untuned"] else None),
             "tuning_minutes": r["tuning_seconds"] / 60.0,
-            "tasks": len(r.get("tasks", [])),
-            "tasks_measured": sum(1 for t in r.get("tasks", []) if t.get("best_ms")),
+            "tasks": len(r["tasks"]) if "tasks" in r else None,
+            "tasks_measured": (sum(1 for t in r["tasks"] if t.get("best_ms"))
+                               if "tasks" in r else None),
+            "trials_per_round": r.get("config", {}).get("trials_per_round"),
         })
     return rows
 
 
 def _fmt(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
+
+
+def _rounds_note(rows: list[dict]) -> str:
+    """A sentence for the end-to-end table when its budget allows two rounds per measured
+    task or fewer: then the rows mostly compare the frameworks' first rounds."""
+    rounds = median([r["trials"] / r["tasks_measured"] / r["trials_per_round"] for r in rows
+                     if r.get("tasks_measured") and r.get("trials_per_round")])
+    if rounds is None or rounds > 2:
+        return ""
+    return (f" At about {rounds:.1f} rounds per measured task (median), these rows compare "
+            "mostly the frameworks' first rounds (no measurement of the task yet), not "
+            "their search.")
 
 
 def losses(doc: dict) -> list[str]:
@@ -322,36 +349,38 @@ def losses(doc: dict) -> list[str]:
         doc: The page's document (``presets``, ``summary``, optional ``networks`` rows).
 
     Returns:
-        The bullets (markdown lines); one saying so when MetaTune never loses.
+        The bullets (markdown lines); one saying so when MetaTune never loses, or when there
+        was nothing to compare.
     """
     ours = [p for p in doc["presets"] if p not in BASELINES]
     theirs = [p for p in doc["presets"] if p in BASELINES]
-    out = []
+    out, compared = [], 0
+
+    def compare(where: str, values: dict, spec: str) -> None:
+        nonlocal compared
+        for mine in ours:
+            pairs = [b for b in theirs if values.get(b) and values.get(mine)]
+            compared += len(pairs)
+            behind = [f"{b} {values[b]:{spec}} ms ({values[mine] / values[b]:.3f}x)"
+                      for b in pairs if values[mine] > values[b]]
+            if behind:
+                out.append(f"- {where}: {mine} {values[mine]:{spec}} ms is behind "
+                           + ", ".join(behind))
+
     for task, per in doc["summary"].items():
-        for key, what in (("median_final_ms", "final best"),
-                          ("equal_time_ms", "best at equal tuning time")):
-            value = {p: s[key] if key == "median_final_ms" else median(s.get(key) or [])
-                     for p, s in per.items()}
-            for mine in ours:
-                behind = [f"{b} {value[b]:.3f} ms ({value[mine] / value[b]:.3f}x)"
-                          for b in theirs if value.get(b) and value.get(mine)
-                          and value[mine] > value[b]]
-                if behind:
-                    out.append(f"- {task}, {what}: {mine} {value[mine]:.3f} ms is behind "
-                               + ", ".join(behind))
+        compare(f"{task}, final best", {p: s["median_final_ms"] for p, s in per.items()},
+                ".3f")
+        compare(f"{task}, best at equal tuning time",
+                {p: s.get("median_equal_time_ms") for p, s in per.items()}, ".3f")
     rows = doc.get("networks") or []
     for net in dict.fromkeys(r["network"] for r in rows):
-        tuned = {r["preset"]: r["tuned_ms"] for r in rows if r["network"] == net
-                 and r["tuned_ms"]}
-        for mine in (p for p in ours if p in tuned):
-            behind = [f"{b} {tuned[b]:.2f} ms ({tuned[mine] / tuned[b]:.3f}x)"
-                      for b in theirs if b in tuned and tuned[mine] > tuned[b]]
-            if behind:
-                out.append(f"- {net} end to end: {mine} {tuned[mine]:.2f} ms is behind "
-                           + ", ".join(behind))
+        compare(f"{net} end to end",
+                {r["preset"]: r["tuned_ms"] for r in rows if r["network"] == net}, ".2f")
+    if not compared:
+        return ["- nothing to compare yet"]
     if not out:
-        out.append("- nowhere: on every task and network measured, each MetaTune preset is "
-                   "at least as fast as xgb and xgb-Xfer")
+        out.append("- nowhere: on every task and network measured, each MetaTune preset is at "
+                   f"least as fast as {' and '.join(theirs)}")
     return out
 
 
@@ -364,18 +393,19 @@ def versus_pytorch(rows: list[dict]) -> list[str]:
     """
     out = []
     for net in dict.fromkeys(r["network"] for r in rows):
-        built = [r for r in rows if r["network"] == net and r["tuned_ms"]]
+        mine = [r for r in rows if r["network"] == net]
+        built = [r for r in mine if r["tuned_ms"]]
         if not built:
             continue
         best = min(built, key=lambda r: r["tuned_ms"])
-        eager = median([r["torch_ms"] for r in built])
-        vs = [f"{best['tuned_ms'] / eager:.2f}x PyTorch eager ({eager:.2f} ms)"] if eager else []
+        eager = median([r["torch_ms"] for r in mine])
+        vs = [f"{best['tuned_ms'] / eager:.2f}x PyTorch eager's ({eager:.2f} ms)"] if eager else []
         if best.get("torch_compile_ms"):
-            vs.append(f"{best['tuned_ms'] / best['torch_compile_ms']:.2f}x torch.compile "
+            vs.append(f"{best['tuned_ms'] / best['torch_compile_ms']:.2f}x torch.compile's "
                       f"({best['torch_compile_ms']:.2f} ms)")
         if vs:
             out.append(f"- {net}: the fastest TVM build ({best['preset']}, "
-                       f"{best['tuned_ms']:.2f} ms) is " + " and ".join(vs))
+                       f"{best['tuned_ms']:.2f} ms) takes " + " and ".join(vs))
     return out
 
 
@@ -417,8 +447,8 @@ def markdown(doc: dict) -> str:
     if doc.get("presets"):
         lines += ["## Where MetaTune loses", "", *losses(doc), ""]
         if doc.get("networks"):
-            lines += ["Against PyTorch on the same CPU:", "", *versus_pytorch(doc["networks"]),
-                      ""]
+            lines += ["## Against PyTorch on the same CPU", "",
+                      *versus_pytorch(doc["networks"]), ""]
     for task, per in doc["summary"].items():
         lines += [f"## {task}", "",
                   "| framework | final best ms (median) | per seed | vs xgb | at equal time vs xgb "
@@ -456,7 +486,7 @@ def markdown(doc: dict) -> str:
         for r in doc["networks"]:
             lines.append(
                 f"| {r['network']} | {r['preset']} | {r['trials']} | "
-                f"{r.get('tasks_measured', '-')} of {r.get('tasks', '-')} | "
+                f"{_fmt(r.get('tasks_measured'), 'd')} of {_fmt(r.get('tasks'), 'd')} | "
                 f"{_fmt(r['tuned_ms'], '.2f')} "
                 f"| {_fmt(r['untuned_ms'], '.1f')} | {_fmt(r['speedup_over_untuned'], '.1f')} | "
                 f"{_fmt(r['torch_ms'], '.2f')} | {_fmt(r['torch_compile_ms'], '.2f')} | "
@@ -464,17 +494,18 @@ def markdown(doc: dict) -> str:
         lines += ["", "One seed per network (seed 0); tuned and untuned are TVM builds of the same "
                   "model, PyTorch eager and torch.compile run it on the same CPU. Tasks "
                   "measured: the tasks the budget reached (the others keep TVM's default "
-                  "schedule); with about one 16-trial round per task, these rows compare the "
-                  "frameworks' first rounds more than their search.", ""]
+                  "schedule)." + _rounds_note(doc["networks"]), ""]
         if doc.get("png_networks"):
             lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
     lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
               "per seed, the measured trials after which the framework's best was at least "
               "as fast as xgb's median final best ('-': not within the budget); seconds to "
-              "xgb's best: the same in tuning seconds (search + measurement + model update). "
+              "xgb's best: the same in tuning seconds (search + measurement + model update "
+              "of every round; set-up before the first round, such as loading a checkpoint "
+              "or fitting xgb-Xfer's transfer model, is not counted). "
               "At equal time vs xgb: per seed, every framework's best after the tuning time "
-              "of that seed's fastest run (the rounds it finished by then), median over seeds, "
-              "over xgb's. MSE, MSE(D), "
+              "of that seed's fastest run (the rounds it finished by then), median over seeds "
+              "every framework has finished, over xgb's. MSE, MSE(D), "
               "pairwise: the cost model on each new batch before it was measured, median over "
               "rounds (paper Table 4)."]
     return "\n".join(lines) + "\n"

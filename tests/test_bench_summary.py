@@ -138,6 +138,11 @@ def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
     doc = {"presets": ["xgb", "meta-BO-T"], "summary": {"net/t": s}}
     assert cf.losses(doc) == ["- net/t, final best: meta-BO-T 2.500 ms is behind xgb 2.000 ms "
                               "(1.250x)"]
+    # seed 1 has only xgb's run (the seed under way): no equal-time budget for it yet
+    assert cf.equal_time_budgets([fast, slow, dict(slow, seed=1)]) == {0: 10.0}
+    # a record without round timings counts for no budget
+    untimed = dict(fast, rounds=[{"trial": 16, "measure_s": None}])
+    assert cf.equal_time_budgets([untimed, slow]) == {}
     win = _run("meta-BO-T", 0, [[16, 3.0], [32, 1.5]], rounds)
     doc["summary"] = cf.summarize([slow, win], ["xgb", "meta-BO-T"], 32, 16)
     assert cf.losses(doc)[0].startswith("- nowhere")
@@ -154,5 +159,7 @@ def test_losses_and_pytorch_bullets_for_networks():
     assert cf.losses(doc) == ["- alexnet end to end: meta-BO-T 33.00 ms is behind xgb-Xfer "
                               "30.00 ms (1.100x)"]
     assert cf.versus_pytorch(rows) == ["- alexnet: the fastest TVM build (xgb-Xfer, 30.00 ms) "
-                                       "is 1.88x PyTorch eager (16.00 ms) and 2.14x "
-                                       "torch.compile (14.00 ms)"]
+                                       "takes 1.88x PyTorch eager's (16.00 ms) and 2.14x "
+                                       "torch.compile's (14.00 ms)"]
+    assert cf.losses({"presets": ["meta-BO-T"], "summary": {}, "networks": rows}) == [
+        "- nothing to compare yet"]
