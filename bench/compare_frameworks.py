@@ -10,8 +10,11 @@ seeds, each run in a fresh process, frameworks alternating run by run. Reported:
   ranking accuracy of each new batch before it was measured (Table 4), and their curves
   over the first rounds (Figure 9);
 - with ``--networks``, end to end (paper Table 3): each network tuned by each framework at
-  the same budget with ``tune.py``, its tuned latency beside the untuned build, PyTorch
-  eager and ``torch.compile``, and the tuning wall time.
+  the same budget with ``tune.py`` (``--network-seeds``, default the first seed), its tuned
+  latency beside the untuned build, PyTorch eager and ``torch.compile``, and the tuning
+  wall time;
+- where MetaTune loses: every task (final best, best at equal tuning time) and network on
+  which a MetaTune preset is slower than xgb or xgb-Xfer, written from the numbers.
 
 Each run's record (curve, per-round accuracy and timings; a few KB) is written to
 ``--runs-dir`` (committed, ``docs/bench/runs``) as it finishes, and each network run's
@@ -64,6 +67,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--networks", nargs="*", default=[],
                    help="also tune these whole networks with every preset (end to end)")
     p.add_argument("--network-trials", type=int, default=512)
+    p.add_argument("--network-seeds", type=int, nargs="+",
+                   help="seeds of the network runs (default: the first of --seeds)")
     p.add_argument("--runs-dir", default="docs/bench/runs",
                    help="where each finished run's record goes (small JSON; committed)")
     p.add_argument("--work-root", default="work/bench/frameworks",
@@ -78,6 +83,7 @@ def _parse() -> argparse.Namespace:
     args = p.parse_args()
     args.tasks = args.tasks or (QUICK_TASKS if args.quick else FULL_TASKS)
     args.seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
+    args.network_seeds = args.network_seeds or args.seeds[:1]
     args.trials = args.trials or (64 if args.quick else 256)
     args.out = args.out or ("docs/bench/frameworks-quick" if args.quick
                             else "docs/bench/frameworks")
@@ -269,57 +275,76 @@ def _finished(path: str) -> dict | None:
     return report if report.get("latency_ms", {}).get("tuned") is not None else None
 
 
+def network_run_name(network: str, preset: str, trials: int, seed: int) -> str:
+    """The name of a network run's record and work dir (seed 0 has no seed suffix)."""
+    return f"net-{network}-{preset}-t{trials}" + (f"-s{seed}" if seed else "")
+
+
 def tune_networks(args: argparse.Namespace) -> list[dict]:
-    """Tune each network with each preset via ``tune.py``; resumable: a finished run's
-    report is read back (from ``--runs-dir``, else its work dir), an unfinished one resumes
-    from its work dir's database."""
+    """Tune each network with each preset and each of ``--network-seeds`` via ``tune.py``,
+    seed by seed; resumable: a finished run's report is read back (from ``--runs-dir``,
+    else its work dir), an unfinished one resumes from its work dir's database.
+    ``torch.compile`` is measured once per network (first seed, first preset)."""
     reports = []
-    for network in args.networks:
-        for i, preset in enumerate(args.presets):
-            name = f"net-{network}-{preset}-t{args.network_trials}"
-            record = os.path.join(args.runs_dir, name + ".json")
-            report = _finished(record)
-            if report is None:
-                work = os.path.join(args.work_root, name)
-                report = _finished(os.path.join(work, "report.json"))
-                if report is None and args.report_only:
-                    continue
+    for k, seed in enumerate(args.network_seeds):
+        for network in args.networks:
+            for i, preset in enumerate(args.presets):
+                name = network_run_name(network, preset, args.network_trials, seed)
+                record = os.path.join(args.runs_dir, name + ".json")
+                report = _finished(record)
                 if report is None:
-                    print(f"{network} {preset}: tuning {args.network_trials} trials", flush=True)
-                    cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
-                           "--trials", str(args.network_trials), "--work-dir", work,
-                           "--seed", str(args.seeds[0]), "progress=false",
-                           f"evaluate.torch_compile={'true' if i == 0 else 'false'}",
-                           *args.overrides]
-                    subprocess.run(cmd, check=True, cwd=REPO)
+                    work = os.path.join(args.work_root, name)
                     report = _finished(os.path.join(work, "report.json"))
+                    if report is None and args.report_only:
+                        continue
                     if report is None:
-                        raise RuntimeError(f"{work}/report.json has no tuned latency; see "
-                                           f"{work}/logs and rerun to resume")
-                os.makedirs(args.runs_dir, exist_ok=True)
-                shutil.copyfile(os.path.join(work, "report.json"), record)
-            reports.append(report)
+                        print(f"{network} {preset} seed {seed}: tuning {args.network_trials} "
+                              "trials", flush=True)
+                        compile_ = "true" if i == 0 and k == 0 else "false"
+                        cmd = [sys.executable, "tune.py", "--network", network,
+                               "--preset", preset, "--trials", str(args.network_trials),
+                               "--work-dir", work, "--seed", str(seed), "progress=false",
+                               f"evaluate.torch_compile={compile_}", *args.overrides]
+                        subprocess.run(cmd, check=True, cwd=REPO)
+                        report = _finished(os.path.join(work, "report.json"))
+                        if report is None:
+                            raise RuntimeError(f"{work}/report.json has no tuned latency; see "
+                                               f"{work}/logs and rerun to resume")
+                    os.makedirs(args.runs_dir, exist_ok=True)
+                    shutil.copyfile(os.path.join(work, "report.json"), record)
+                reports.append(report)
     return reports
 
 
 def network_rows(reports: list[dict]) -> list[dict]:
-    """One row per (network, preset) for the end-to-end table."""
+    """One row per (network, preset) for the end-to-end table: medians over its seeds'
+    runs (each run's own value listed per seed for the tuned latency)."""
     rows = []
     compiled = {r["network"]: r["latency_ms"].get("torch_compile") for r in reports
                 if r["latency_ms"].get("torch_compile")}
+    groups: dict[tuple[str, str], list[dict]] = {}
     for r in reports:
-        lat = r["latency_ms"]
+        groups.setdefault((r["network"], r["preset"]), []).append(r)
+    for (network, preset), runs in groups.items():
+        runs = sorted(runs, key=lambda r: r.get("config", {}).get("seed") or 0)
+        lat = [r["latency_ms"] for r in runs]
+        tasks = [r["tasks"] for r in runs if "tasks" in r]
         rows.append({
-            "network": r["network"], "preset": r["preset"], "trials": r["trials_total"],
-            "tuned_ms": lat["tuned"], "untuned_ms": lat["untuned"], "torch_ms": lat["torch"],
-            "torch_compile_ms": compiled.get(r["network"]),
-            "speedup_over_untuned": (lat["untuned"] / lat["tuned"]
-                                     if lat["tuned"] and lat["untuned"] else None),
-            "tuning_minutes": r["tuning_seconds"] / 60.0,
-            "tasks": len(r["tasks"]) if "tasks" in r else None,
-            "tasks_measured": (sum(1 for t in r["tasks"] if t.get("best_ms"))
-                               if "tasks" in r else None),
-            "trials_per_round": r.get("config", {}).get("trials_per_round"),
+            "network": network, "preset": preset,
+            "seeds": [r.get("config", {}).get("seed") for r in runs],
+            "trials": median([r["trials_total"] for r in runs]),
+            "tuned_ms": median([x["tuned"] for x in lat]),
+            "tuned_ms_per_seed": [x["tuned"] for x in lat],
+            "untuned_ms": median([x["untuned"] for x in lat]),
+            "torch_ms": median([x["torch"] for x in lat]),
+            "torch_compile_ms": compiled.get(network),
+            "speedup_over_untuned": median([x["untuned"] / x["tuned"] for x in lat
+                                            if x["tuned"] and x["untuned"]]),
+            "tuning_minutes": median([r["tuning_seconds"] / 60.0 for r in runs]),
+            "tasks": len(tasks[0]) if tasks else None,
+            "tasks_measured": (median([sum(1 for t in ts if t.get("best_ms")) for ts in tasks])
+                               if tasks else None),
+            "trials_per_round": runs[0].get("config", {}).get("trials_per_round"),
         })
     return rows
 
@@ -424,9 +449,10 @@ def markdown(doc: dict) -> str:
         lines.append(f"- **partial**: {doc['runs_done']} of the {doc['runs_planned']} planned "
                      "task runs are done (rerun the command to resume); medians are over the "
                      "seeds done so far")
-    if len(doc.get("networks") or []) < doc.get("networks_planned", 0):
-        lines.append(f"- **partial**: {len(doc['networks'])} of the {doc['networks_planned']} "
-                     "planned network runs are done (rerun the command to resume)")
+    if doc.get("network_runs_done", 0) < doc.get("networks_planned", 0):
+        lines.append(f"- **partial**: {doc['network_runs_done']} of the "
+                     f"{doc['networks_planned']} planned network runs are done (rerun the "
+                     "command to resume)")
     lines.append("")
     if doc.get("overall"):
         lines += ["## All tasks", "",
@@ -480,21 +506,25 @@ def markdown(doc: dict) -> str:
         lines += ["", f"![accuracy]({os.path.basename(doc['png_accuracy'])})", ""]
     if doc.get("networks"):
         lines += ["## End to end (paper Table 3)", "",
-                  "| network | framework | trials | tasks measured | tuned ms | untuned ms | "
-                  "speedup | PyTorch eager ms | torch.compile ms | tuning min |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| network | framework | trials | tasks measured | tuned ms (median) | "
+                  "per seed | untuned ms | speedup | PyTorch eager ms | torch.compile ms | "
+                  "tuning min |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in doc["networks"]:
+            per_seed = ", ".join(_fmt(v, ".2f") for v in r.get("tuned_ms_per_seed", []))
             lines.append(
-                f"| {r['network']} | {r['preset']} | {r['trials']} | "
-                f"{_fmt(r.get('tasks_measured'), 'd')} of {_fmt(r.get('tasks'), 'd')} | "
-                f"{_fmt(r['tuned_ms'], '.2f')} "
+                f"| {r['network']} | {r['preset']} | {_fmt(r['trials'], '.0f')} | "
+                f"{_fmt(r.get('tasks_measured'), '.0f')} of {_fmt(r.get('tasks'), 'd')} | "
+                f"{_fmt(r['tuned_ms'], '.2f')} | {per_seed or '-'} "
                 f"| {_fmt(r['untuned_ms'], '.1f')} | {_fmt(r['speedup_over_untuned'], '.1f')} | "
                 f"{_fmt(r['torch_ms'], '.2f')} | {_fmt(r['torch_compile_ms'], '.2f')} | "
                 f"{_fmt(r['tuning_minutes'], '.1f')} |")
-        lines += ["", "One seed per network (seed 0); tuned and untuned are TVM builds of the same "
-                  "model, PyTorch eager and torch.compile run it on the same CPU. Tasks "
-                  "measured: the tasks the budget reached (the others keep TVM's default "
-                  "schedule)." + _rounds_note(doc["networks"]), ""]
+        seeds = doc.get("network_seeds") or [0]
+        lines += ["", f"Seeds per network: {', '.join(map(str, seeds))} (medians over the "
+                  "seeds done); tuned and untuned are TVM builds of the same model, PyTorch "
+                  "eager and torch.compile run it on the same CPU (torch.compile once per "
+                  "network). Tasks measured: the tasks the budget reached (the others keep "
+                  "TVM's default schedule)." + _rounds_note(doc["networks"]), ""]
         if doc.get("png_networks"):
             lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
     lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
@@ -638,7 +668,8 @@ def main() -> None:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
     early = early_accuracy(summary, args.presets)
-    networks = network_rows(tune_networks(args)) if args.networks else []
+    reports = tune_networks(args) if args.networks else []
+    networks = network_rows(reports)
     prov = provenance("compare_frameworks.py")
     # The page's command is the one that measures (and resumes); --report-only only rewrites it.
     prov["command"] = prov["command"].replace(" --report-only", "")
@@ -651,7 +682,8 @@ def main() -> None:
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,
-           "networks_planned": len(args.networks) * len(args.presets)}
+           "network_runs_done": len(reports), "network_seeds": args.network_seeds,
+           "networks_planned": len(args.networks) * len(args.presets) * len(args.network_seeds)}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 

@@ -82,7 +82,7 @@ def test_network_reports_are_copied_to_the_runs_dir_and_read_back(tmp_path):
     (unfinished / "report.json").write_text(json.dumps({"latency_ms": {"tuned": None}}))
     args = argparse.Namespace(networks=["alexnet"], presets=["xgb", "meta-BO"], network_trials=8,
                               runs_dir=str(tmp_path / "runs"), work_root=str(tmp_path / "work"),
-                              report_only=True, seeds=[0], overrides=[])
+                              report_only=True, network_seeds=[0], overrides=[])
     assert cf.tune_networks(args) == [report]  # the unfinished run is left out, not run
     assert json.loads((tmp_path / "runs" / "net-alexnet-xgb-t8.json").read_text()) == report
     (work / "report.json").unlink()
@@ -91,6 +91,34 @@ def test_network_reports_are_copied_to_the_runs_dir_and_read_back(tmp_path):
     assert row["speedup_over_untuned"] == 30.0 and row["tuning_minutes"] == 1.0
     row = cf.network_rows([dict(report, tasks=[{"best_ms": 1.0}, {"best_ms": None}])])[0]
     assert row["tasks"] == 2 and row["tasks_measured"] == 1
+
+
+def test_network_seeds_have_their_own_records_and_rows_take_medians(tmp_path):
+    import argparse
+    import json
+
+    def report(seed, tuned):
+        return {"network": "alexnet", "preset": "xgb", "trials_total": 8, "config": {
+            "seed": seed, "trials_per_round": 8}, "tuning_seconds": 60.0 * (seed + 1),
+            "latency_ms": {"tuned": tuned, "untuned": 900.0, "torch": 15.0},
+            "tasks": [{"best_ms": 1.0}, {"best_ms": None}]}
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert cf.network_run_name("alexnet", "xgb", 8, 0) == "net-alexnet-xgb-t8"
+    for seed, tuned in ((0, 30.0), (1, 20.0), (2, 45.0)):
+        name = cf.network_run_name("alexnet", "xgb", 8, seed)
+        (runs / f"{name}.json").write_text(json.dumps(report(seed, tuned)))
+    args = argparse.Namespace(networks=["alexnet"], presets=["xgb"], network_trials=8,
+                              runs_dir=str(runs), work_root=str(tmp_path / "work"),
+                              report_only=True, network_seeds=[0, 1, 2, 3], overrides=[])
+    reports = cf.tune_networks(args)
+    assert [r["config"]["seed"] for r in reports] == [0, 1, 2]  # seed 3 not run yet
+    (row,) = cf.network_rows(reports)
+    assert row["seeds"] == [0, 1, 2] and row["tuned_ms_per_seed"] == [30.0, 20.0, 45.0]
+    assert row["tuned_ms"] == 30.0 and row["speedup_over_untuned"] == 30.0
+    assert row["tuning_minutes"] == 2.0 and row["tasks_measured"] == 1
+    assert "about 1.0 rounds per measured task" in cf._rounds_note([row])
 
 
 def test_time_curve_accumulates_round_seconds_and_reaches_xgb_best():
