@@ -36,6 +36,7 @@ def test_summarize_compares_with_xgb():
     overall = cf.overall(summary, ["xgb", "meta-BO-T"])
     assert overall["meta-BO-T"]["tasks_better"] == 1
     assert overall["meta-BO-T"]["median_trials_to_xgb_best"] == 16
+    assert overall["meta-BO-T"]["first_round_geomean_over_xgb"] == 2.95 / 4.5
     assert overall["xgb"]["geomean_over_xgb"] == 1.0
     early = cf.early_accuracy(summary, ["xgb", "meta-BO-T"])
     assert early["xgb"]["mse"][0] == 0.1 and early["xgb"]["mse"][1] is None
