@@ -1,11 +1,11 @@
 """The first round of a task: how good is the batch MetaTune picks before any measurement?
 
-At network scale most tasks get one or two rounds (resnet-18 at 256 trials: about 13
-trials per task), so the batch chosen with no measurement of the task, guided by the cost
-model alone, decides much of the result. This benchmark tunes one round (``--trials``
-trials) of each workload with each configuration and seed, and reports the best latency
-of that round, each configuration against the first (the baseline), and the round's
-search seconds.
+At network scale most tasks get one or two rounds (resnet-18 at 256 trials: one 16-trial
+round on each of 16 of its 19 tasks), so the batch chosen with no measurement of the task,
+guided by the cost model alone, decides much of the result. This benchmark tunes one
+round (``--trials`` trials) of each workload with each configuration and seed, and
+reports the best latency of that round, each configuration against the first (the
+baseline), and the round's search seconds.
 
 The default workloads are the checkpoint's validation workloads (one per convolution
 kind; never trained on, and not the framework comparison's held-out network tasks), so
@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 
-from common import REPO, median, provenance, tune_tasks, write_results
+from common import REPO, geomean, median, provenance, tune_tasks, write_results
 
 DEFAULT_CONFIGS = [
     "meta-BO-T=preset=meta-BO-T",
@@ -106,8 +105,7 @@ def summarize(runs: list[dict], configs: list[str]) -> dict:
         ratios = [b / base[w] for w, b in best[config].items() if b and base[w]]
         out[config] = {
             "median_best_ms": best[config],
-            "geomean_over_base": (math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-                                  if ratios else None),
+            "geomean_over_base": geomean(ratios),
             "workloads_better": sum(x < 1.0 for x in ratios),
             "median_search_s": median([r["search_s"] for r in mine]),
             "runs_without_result": sum(r["best_ms"] is None for r in mine),

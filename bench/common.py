@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -129,6 +130,12 @@ def write_results(json_path: str, md_path: str, doc: dict, text: str,
     with open(md_path, "w", encoding="utf-8") as f:
         f.write(text)
     print(text)
+
+
+def geomean(values: list[float | None]) -> float | None:
+    """The geometric mean of the positive values, or ``None`` for none."""
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 def median(values: list[float]) -> float | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -41,7 +42,7 @@ import shutil
 import subprocess
 import sys
 
-from common import REPO, median, provenance, write_results
+from common import REPO, geomean, median, provenance, write_results
 
 PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
 BASELINE = "xgb"
@@ -208,11 +209,6 @@ def _median_reach(per: list[dict], key: str) -> float | None:
     return _median_or_inf([v for s in per for v in s[key]])
 
 
-def _geomean(values: list[float | None]) -> float | None:
-    values = [v for v in values if v]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def overall(summary: dict, presets: list[str]) -> dict:
     """Per preset, across tasks: the geometric mean of final best over xgb's, of best at
     equal tuning time over xgb's and of best after the first round (median over seeds)
@@ -241,10 +237,10 @@ def overall(summary: dict, presets: list[str]) -> dict:
         times = [mine["tuning_seconds"] / base["tuning_seconds"] for mine, base in pairs
                  if mine["tuning_seconds"] and base["tuning_seconds"]]
         out[preset] = {
-            "geomean_over_xgb": _geomean(ratios),
-            "equal_time_geomean_over_xgb": _geomean([s.get("equal_time_over_xgb")
-                                                     for s in per]),
-            "first_round_geomean_over_xgb": _geomean([
+            "geomean_over_xgb": geomean(ratios),
+            "equal_time_geomean_over_xgb": geomean([s.get("equal_time_over_xgb")
+                                                    for s in per]),
+            "first_round_geomean_over_xgb": geomean([
                 mine["curve_median_ms"][0] / base["curve_median_ms"][0]
                 for mine, base in pairs if mine["curve_median_ms"] and base["curve_median_ms"]
                 and mine["curve_median_ms"][0] and base["curve_median_ms"][0]]),
@@ -292,33 +288,33 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
     else its work dir), an unfinished one resumes from its work dir's database.
     ``torch.compile`` is measured once per network (first seed, first preset)."""
     reports = []
-    for k, seed in enumerate(args.network_seeds):
-        for network in args.networks:
-            for i, preset in enumerate(args.presets):
-                name = network_run_name(network, preset, args.network_trials, seed)
-                record = os.path.join(args.runs_dir, name + ".json")
-                report = _finished(record)
+    plan = itertools.product(enumerate(args.network_seeds), args.networks,
+                             enumerate(args.presets))
+    for (k, seed), network, (i, preset) in plan:
+        name = network_run_name(network, preset, args.network_trials, seed)
+        record = os.path.join(args.runs_dir, name + ".json")
+        report = _finished(record)
+        if report is None:
+            work = os.path.join(args.work_root, name)
+            report = _finished(os.path.join(work, "report.json"))
+            if report is None and args.report_only:
+                continue
+            if report is None:
+                print(f"{network} {preset} seed {seed}: tuning {args.network_trials} trials",
+                      flush=True)
+                compile_ = "true" if i == 0 and k == 0 else "false"
+                cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
+                       "--trials", str(args.network_trials), "--work-dir", work,
+                       "--seed", str(seed), "progress=false",
+                       f"evaluate.torch_compile={compile_}", *args.overrides]
+                subprocess.run(cmd, check=True, cwd=REPO)
+                report = _finished(os.path.join(work, "report.json"))
                 if report is None:
-                    work = os.path.join(args.work_root, name)
-                    report = _finished(os.path.join(work, "report.json"))
-                    if report is None and args.report_only:
-                        continue
-                    if report is None:
-                        print(f"{network} {preset} seed {seed}: tuning {args.network_trials} "
-                              "trials", flush=True)
-                        compile_ = "true" if i == 0 and k == 0 else "false"
-                        cmd = [sys.executable, "tune.py", "--network", network,
-                               "--preset", preset, "--trials", str(args.network_trials),
-                               "--work-dir", work, "--seed", str(seed), "progress=false",
-                               f"evaluate.torch_compile={compile_}", *args.overrides]
-                        subprocess.run(cmd, check=True, cwd=REPO)
-                        report = _finished(os.path.join(work, "report.json"))
-                        if report is None:
-                            raise RuntimeError(f"{work}/report.json has no tuned latency; see "
-                                               f"{work}/logs and rerun to resume")
-                    os.makedirs(args.runs_dir, exist_ok=True)
-                    shutil.copyfile(os.path.join(work, "report.json"), record)
-                reports.append(report)
+                    raise RuntimeError(f"{work}/report.json has no tuned latency; see "
+                                       f"{work}/logs and rerun to resume")
+            os.makedirs(args.runs_dir, exist_ok=True)
+            shutil.copyfile(os.path.join(work, "report.json"), record)
+        reports.append(report)
     return reports
 
 
