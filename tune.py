@@ -15,7 +15,7 @@ import sys
 #: flag -> config key (every flag is also reachable as a dotlist override).
 FLAGS = {
     "network": "network", "onnx": "onnx", "model": "model", "input_shape": "input_shape",
-    "batch": "batch", "target": "target", "trials": "trials",
+    "batch": "batch", "target": "target", "num_cores": "num_cores", "trials": "trials",
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
     "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search",
     "work_dir": "work_dir",
@@ -35,6 +35,9 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--input-shape", help="input shape without batch, e.g. 3,224,224")
     p.add_argument("--batch", type=int)
     p.add_argument("--target", help='llvm (host CPU), cuda, rocm, or a JSON target dict')
+    p.add_argument("--num-cores", type=int,
+                   help="CPU cores (= TVM and PyTorch threads) to tune and run with; "
+                   "default: all this process may use")
     p.add_argument("--trials", type=int, help="measured trials in total (database counts)")
     p.add_argument("--trials-per-task", type=int)
     p.add_argument("--trials-per-round", type=int)

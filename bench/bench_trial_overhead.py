@@ -92,7 +92,7 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
         builder = PersistentBuilder(max_workers=info.num_cores, target_kinds=("llvm",),
                                     timeout_sec=cfg["builder"]["timeout_sec"])
         builder.warm_up()
-        runner = make_runner(cfg["runner"], ("llvm",))
+        runner = make_runner(cfg["runner"], ("llvm",), info.num_cores)
         ctxs = make_contexts([task], info.target, make_search("evolutionary",
                              cfg["search_params"]), work_dir, seed, info.num_cores)
         from tuner.scheduler import EagerGradientScheduler

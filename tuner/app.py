@@ -48,6 +48,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     from tuner.database import ensure_work_dir, open_database
     from tuner.networks import load_network
     from tuner.report import format_report, machine_info, plot_curves, write_report
+    from tuner.runtime import runtime_info
     from tuner.targets import resolve_target
     from tuner.tasks import extract_tasks, format_task_table
     from tuner.tuning import tune
@@ -105,12 +106,14 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
         "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
         "check_error": None,
         "machine": machine_info(),
+        "runtime": runtime_info(target_info.num_cores),
         "config": cfg,
         "work_dir": work_dir,
     }
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg["evaluate"]["enabled"]:
         evaluate_into(report, network, target_info, database, cfg["evaluate"])
+        report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
     print(format_report(report), flush=True)

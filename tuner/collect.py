@@ -160,7 +160,8 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=cfg["builder_timeout_sec"],
                                 target_kinds=(info.kind,))
     builder.warm_up()
-    runner = make_runner({**cfg["runner"], "enable_cpu_cache_flush": False}, (info.kind,))
+    runner = make_runner({**cfg["runner"], "enable_cpu_cache_flush": False}, (info.kind,),
+                         info.num_cores)
     try:
         for split, entries in plans.items():
             work = os.path.join(cfg["work_dir"], split)

@@ -86,12 +86,18 @@ def load_tensor_intrinsics(kinds: tuple[str, ...] = ("llvm",)) -> None:
     logger.debug("tensor intrinsics loaded for %s: %s", kinds, sorted(wanted))
 
 
-def worker_initializer(kinds: tuple[str, ...] = ("llvm",)) -> None:
+def worker_initializer(kinds: tuple[str, ...] = ("llvm",), num_threads: int | None = None) -> None:
     """Initializer of builder/runner worker processes: import TVM and the intrinsics once.
 
     Args:
         kinds: Target kind names, as for :func:`load_tensor_intrinsics`.
+        num_threads: Threads of the worker's TVM runtime (the target's cores); ``None``
+            keeps what the environment says.
     """
+    if num_threads is not None:
+        from tuner.runtime import configure_tvm_threads
+
+        configure_tvm_threads(num_threads)
     load_tensor_intrinsics(kinds)
     # Import what default_build imports, so the first timed job pays nothing extra.
     import tvm.driver  # noqa: F401

@@ -27,12 +27,29 @@ def machine_info() -> dict[str, Any]:
         pass
     return {
         "cpu": cpu,
+        "cpu_flags": simd_flags(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "tvm": tvm.__version__,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+#: The /proc/cpuinfo flags that decide which kernels a CPU can run fast.
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+              "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
+
+
+def simd_flags() -> list[str]:
+    """The vector-instruction flags of this CPU (``/proc/cpuinfo``), e.g. ``["avx2", "fma"]``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            line = next((ln for ln in f if ln.startswith(("flags", "Features"))), "")
+    except OSError:
+        return []
+    have = set(line.split(":", 1)[-1].split())
+    return [flag for flag in SIMD_FLAGS if flag in have]
 
 
 def write_report(work_dir: str, report: dict[str, Any]) -> str:
@@ -49,6 +66,12 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} ms"
 
 
+def _threads(runtime: dict[str, Any] | None) -> str:
+    if not runtime:
+        return "-"
+    return f"{runtime['tvm_threads']} / {runtime['torch_threads']}"
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The human-readable summary printed at the end of ``tune.py``."""
     lat = report.get("latency_ms", {})
@@ -56,6 +79,7 @@ def format_report(report: dict[str, Any]) -> str:
     rows = [
         ("network", report["network"]),
         ("target", report["target"]),
+        ("threads (TVM / PyTorch)", _threads(report.get("runtime"))),
         ("cost model / search", f"{report['cost_model']} / {report['search']}"
          + (f"  (preset {report['preset']})" if report.get("preset") else "")),
         ("trials (this run / in database / budget)",

@@ -68,12 +68,18 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
     Returns:
         The resolved :class:`TargetInfo`.
 
+    Side effect: this process's TVM runtime, and every worker it starts afterwards, runs
+    ``num_cores`` threads (:func:`tuner.runtime.configure_tvm_threads`); TVM's own
+    default is half the hardware threads on x86.
+
     Raises:
         TargetUnavailableError: The installed TVM was built without the backend, or this
             machine has no such device, or the string is not a valid target.
     """
     import tvm
     from tvm.target import Target
+
+    from tuner.runtime import configure_tvm_threads
 
     cores = int(num_cores or host_num_cores())
     text = name.strip()
@@ -106,6 +112,7 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
         except Exception as err:  # TVM raises its own error types here
             raise TargetUnavailableError(f"invalid llvm target {spec}: {err}") from err
         desc = f"llvm -mcpu={spec.get('mcpu', 'generic')} ({spec['num-cores']} cores)"
+        configure_tvm_threads(int(spec["num-cores"]))
         return TargetInfo(target, "llvm", "cpu", int(spec["num-cores"]), desc)
 
     dev = tvm.device(kind, 0)

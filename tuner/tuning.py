@@ -140,8 +140,15 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
     raise ConfigError(f"unknown search {name!r}: choose one of {', '.join(SEARCHES)}")
 
 
-def make_runner(cfg: dict, target_kinds: tuple[str, ...]):
-    """MetaSchedule's LocalRunner with a pre-initialized persistent worker."""
+def make_runner(cfg: dict, target_kinds: tuple[str, ...], num_threads: int):
+    """MetaSchedule's LocalRunner with a pre-initialized persistent worker.
+
+    Args:
+        cfg: The ``runner`` config section.
+        target_kinds: Target kinds whose tensor intrinsics the worker registers.
+        num_threads: Threads of the worker's TVM runtime: the target's cores, so that
+            candidates are timed the way the tuned network will run.
+    """
     import functools
 
     from tvm.s_tir import meta_schedule as ms
@@ -155,7 +162,7 @@ def make_runner(cfg: dict, target_kinds: tuple[str, ...]):
     )
     return ms.runner.LocalRunner(
         timeout_sec=float(cfg["timeout_sec"]), evaluator_config=evaluator,
-        initializer=functools.partial(worker_initializer, target_kinds),
+        initializer=functools.partial(worker_initializer, target_kinds, int(num_threads)),
     )
 
 
@@ -248,7 +255,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         max_workers=int(cfg["builder"]["workers"] or target_info.num_cores),
         timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
     builder.warm_up()
-    runner = make_runner(cfg["runner"], kinds)
+    runner = make_runner(cfg["runner"], kinds, target_info.num_cores)
     clock = RoundClock()
     search = make_search(cfg["search"], dict(cfg["search_params"]), clock, int(cfg["seed"]))
     contexts = make_contexts(tasks, target_info.target, search, work_dir, int(cfg["seed"]),

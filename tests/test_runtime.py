@@ -1,0 +1,45 @@
+"""TVM runs with the target's cores: in this process (the evaluator) and in the runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
+from tuner.targets import host_num_cores, resolve_target
+from tuner.tuning import make_runner
+
+#: A count that TVM's own default (half the hardware threads) never gives on CI's 2 cores.
+THREADS = 3
+
+RUNNER_CFG = {"timeout_sec": 30, "number": 1, "repeat": 1, "min_repeat_ms": 0,
+              "enable_cpu_cache_flush": False}
+
+
+@pytest.fixture
+def restore_threads(monkeypatch):
+    """Put this process's pool and environment back to the host's cores afterwards."""
+    monkeypatch.setenv("TVM_NUM_THREADS", str(host_num_cores()))
+    yield
+    configure_tvm_threads(host_num_cores())
+
+
+def test_resolve_target_sets_the_evaluators_threads(restore_threads):
+    info = resolve_target("llvm", num_cores=THREADS)
+    assert info.num_cores == THREADS
+    assert tvm_num_threads() == THREADS  # read back from the runtime, not the env
+    assert runtime_info(info.num_cores)["tvm_threads"] == THREADS
+
+
+def test_reconfigures_an_existing_pool(restore_threads):
+    configure_tvm_threads(1)
+    assert tvm_num_threads() == 1
+    assert configure_tvm_threads(2) == 2
+
+
+def test_measurement_worker_runs_with_num_cores_threads(restore_threads):
+    configure_tvm_threads(1)  # the parent's count must not leak into the worker
+    runner = make_runner(RUNNER_CFG, ("llvm",), THREADS)
+    try:
+        assert runner.pool.submit(tvm_num_threads).result() == THREADS
+    finally:
+        runner.pool.shutdown()
