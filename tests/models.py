@@ -19,3 +19,10 @@ def tiny_convnet() -> nn.Module:
 def not_a_module() -> int:
     """A factory that returns the wrong type (for error tests)."""
     return 42
+
+
+def tiny_classifier() -> nn.Module:
+    """Conv + ReLU, max-pool, flatten, linear on a 4x8x8 input: conv, pool and dense tasks."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).eval()

@@ -52,6 +52,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     from tuner.targets import resolve_target
     from tuner.tasks import extract_tasks, format_task_table
     from tuner.tuning import tune
+    from tuner.zero_shot import schedule_sources, with_predictions
 
     validate(cfg)
     setup_logging(cfg["log_level"])
@@ -98,9 +99,12 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
         "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
                               if outcome.trials_run else None),
         "rounds": outcome.rounds,
+        "predict_seconds": round(outcome.predict_seconds, 2),
         "tasks": [
-            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b}
-            for t, b in zip(tasks, outcome.best_ms)
+            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b,
+             "schedule": source}
+            for t, b, source in zip(tasks, outcome.best_ms,
+                                    schedule_sources(tasks, database, work_dir))
         ],
         "notes": network.notes,
         "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
@@ -112,7 +116,8 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     }
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg["evaluate"]["enabled"]:
-        evaluate_into(report, network, target_info, database, cfg["evaluate"])
+        evaluate_into(report, network, target_info, with_predictions(database, work_dir),
+                      cfg["evaluate"])
         report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
@@ -125,12 +130,12 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
 def evaluate_into(report: dict[str, Any], network, target_info, database,
                   ecfg: dict[str, Any]) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
-    from tuner.evaluate import check_output, compile_tuned, compile_untuned, time_torch
+    from tuner.evaluate import check_output, compile_network, compile_untuned, time_torch
 
     x = network.example_input()
     start = time.perf_counter()
-    tuned = compile_tuned(network.relax_mod, target_info.target, database,
-                          target_info.device_type)
+    tuned = compile_network(network.relax_mod, target_info.target, database,
+                            target_info.device_type)
     logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
     if ecfg["check"]:
         report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg["rtol"])

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config
 from metatune.errors import ConfigError
+from tuner.zero_shot import PredictConfig
 
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 
@@ -152,6 +153,7 @@ class TuneConfig:
     builder: BuilderConfig = field(default_factory=BuilderConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    predict_unmeasured: PredictConfig = field(default_factory=PredictConfig)
     max_failed_rounds: int = 3
     repair_db: bool = False
     progress: bool = True
@@ -237,5 +239,9 @@ def validate(cfg: dict[str, Any]) -> None:
         not cfg["input_shape"] or any(d <= 0 for d in cfg["input_shape"])
     ):
         raise ConfigError(f"input_shape={cfg['input_shape']}: give positive dims, e.g. 3,224,224")
+    pred = cfg["predict_unmeasured"]
+    if min(pred["population"], pred["candidates"]) <= 0 or pred["genetic_iters"] < 0:
+        raise ConfigError("predict_unmeasured: population and candidates must be positive, "
+                          "genetic_iters not negative")
     if cfg["builder"]["timeout_sec"] <= 0 or cfg["runner"]["timeout_sec"] <= 0:
         raise ConfigError("builder/runner timeout_sec must be positive")

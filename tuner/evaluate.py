@@ -65,18 +65,76 @@ class CompiledNetwork:
         return Latency(statistics.median(runs), runs)
 
 
-def compile_tuned(relax_mod, target, database, device_type: str) -> CompiledNetwork:
-    """Compile with the tuning database (untuned functions get default schedules)."""
-    from tvm.s_tir.meta_schedule.relax_integration import compile_relax
+def _lower_passes(target) -> list:
+    """Relax's lowering and finalizing passes for ``target`` (an explicit list where
+    ``relax.pipeline`` has none registered, as for ``llvm`` in TVM 0.27)."""
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
 
-    return CompiledNetwork(compile_relax(database, relax_mod, target, params=None), device_type)
+    try:
+        return [*relax_pipeline.dataflow_lower_passes(target),
+                *relax_pipeline.finalize_passes(target)]
+    except (ValueError, AttributeError):
+        return [
+            relax.transform.RewriteDataflowReshape(),
+            relax.transform.ToNonDataflow(),
+            relax.transform.RemovePurityChecking(),
+            relax.transform.CallTIRRewrite(),
+            relax.transform.StaticPlanBlockMemory(),
+            relax.transform.LowerAllocTensor(),
+            relax.transform.KillAfterLastUse(),
+            relax.transform.LowerRuntimeBuiltin(),
+            relax.transform.ComputePrimValue(),
+            relax.transform.VMShapeLower(),
+            relax.transform.AttachGlobalSymbol(),
+        ]
+
+
+def compile_network(relax_mod, target, database, device_type: str,
+                    pack_weights: bool = True) -> CompiledNetwork:
+    """Compile a network with the schedules of ``database``.
+
+    The pipeline is MetaSchedule's ``compile_relax`` plus weight pre-packing: the same
+    fusion as extraction (:func:`tuner.tasks.fuse_pipeline`), the database's schedules,
+    then each schedule's weight-layout rewrite split into its own function and folded
+    into the constants, so the packed weights are computed once, at compile time.
+    Functions without a schedule keep TVM's default (unscheduled) one.
+
+    Args:
+        relax_mod: The network's Relax module (weights bound).
+        target: The ``tvm.target.Target``.
+        database: A MetaSchedule database.
+        device_type: ``"cpu"``, ``"cuda"``, ``"rocm"``.
+        pack_weights: Must match the extraction's setting.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.transform import MetaScheduleApplyDatabase
+
+    from tuner.tasks import fuse_pipeline
+
+    fuse = fuse_pipeline(target, pack_weights)
+    packing = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
+               if pack_weights else [])
+    lower = _lower_passes(target)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(mod: tvm.ir.IRModule, _ctx) -> tvm.ir.IRModule:
+        mod = fuse(mod)
+        mod = MetaScheduleApplyDatabase(enable_warning=False)(mod)
+        return tvm.transform.Sequential([*packing, *lower])(mod)
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        executable = relax.build(relax_mod, target=target, relax_pipeline=pipeline)
+    return CompiledNetwork(executable, device_type)
 
 
 def compile_untuned(relax_mod, target, device_type: str) -> CompiledNetwork:
-    """Compile with TVM's default pipeline and no tuning records: the floor."""
+    """Compile with no tuning records: TVM's default schedules everywhere, the floor."""
     from tvm.s_tir import meta_schedule as ms
 
-    return compile_tuned(relax_mod, target, ms.database.MemoryDatabase(), device_type)
+    return compile_network(relax_mod, target, ms.database.MemoryDatabase(), device_type,
+                           pack_weights=False)
 
 
 def check_output(actual: np.ndarray, expected: np.ndarray, rtol: float) -> float:

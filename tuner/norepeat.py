@@ -58,13 +58,17 @@ class NoRepeatSearch(PySearchStrategy):
         max_regenerate: Batches drawn in a row that may be all repeats before the space
             is considered exhausted.
         clock: A :class:`tuner.rounds.RoundClock` told when each search starts and ends.
+        budget: A :class:`tuner.scheduler.RoundBudget` shared with the task scheduler:
+            each batch is cut to the round size it sets (the cut candidates are neither
+            measured nor reported to the inner strategy, which may propose them again).
     """
 
-    def __init__(self, inner, max_regenerate: int = 8, clock=None) -> None:
+    def __init__(self, inner, max_regenerate: int = 8, clock=None, budget=None) -> None:
         super().__init__()
         self.inner = inner
         self.max_regenerate = int(max_regenerate)
         self.clock = clock
+        self.budget = budget
         self.known: dict[int, list[float] | None] = {}
         self.skipped = 0
         self._batch: tuple | None = None
@@ -114,7 +118,14 @@ class NoRepeatSearch(PySearchStrategy):
                     keep.append(i)
                     seen.add(h)
             self.skipped += len(candidates) - len(keep)
-            self._batch = (candidates, hashes, keep)
+            cut: set[int] = set()
+            if keep and self.budget is not None:
+                n = self.budget.take(len(keep))
+                if n == 0:
+                    return None  # the run's budget is spent
+                cut = set(keep[n:])
+                keep = keep[:n]
+            self._batch = (candidates, hashes, keep, cut)
             if keep:
                 return [candidates[i] for i in keep]
             self.notify_runner_results([], [])  # all repeats: feed known results, draw again
@@ -125,10 +136,12 @@ class NoRepeatSearch(PySearchStrategy):
     def notify_runner_results(self, measure_candidates, results) -> None:
         from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-        candidates, hashes, keep = self._batch
+        candidates, hashes, keep, cut = self._batch
         by_index = dict(zip(keep, results))
-        full = []
+        told, full = [], []
         for i, h in enumerate(hashes):
+            if i in cut:
+                continue  # cut from the round: not measured, nothing to report
             if i in by_index:
                 res = by_index[i]
                 self.known[h] = [float(s) for s in res.run_secs] if res.run_secs else None
@@ -136,8 +149,9 @@ class NoRepeatSearch(PySearchStrategy):
             else:
                 secs = self.known.get(h)
                 full.append(RunnerResult(secs, None if secs else "already measured (failed)"))
+            told.append(candidates[i])
         self._batch = None
-        self.inner.notify_runner_results(candidates, full)
+        self.inner.notify_runner_results(told, full)
 
     def clone(self) -> "NoRepeatSearch":
-        return NoRepeatSearch(self.inner.clone(), self.max_regenerate, self.clock)
+        return NoRepeatSearch(self.inner.clone(), self.max_regenerate, self.clock, self.budget)

@@ -72,6 +72,12 @@ def _threads(runtime: dict[str, Any] | None) -> str:
     return f"{runtime['tvm_threads']} / {runtime['torch_threads']}"
 
 
+def _sources(tasks: list[dict[str, Any]]) -> str:
+    counts = {k: sum(t.get("schedule") == k for t in tasks)
+              for k in ("measured", "predicted", "default")}
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "-"
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The human-readable summary printed at the end of ``tune.py``."""
     lat = report.get("latency_ms", {})
@@ -85,6 +91,7 @@ def format_report(report: dict[str, Any]) -> str:
         ("trials (this run / in database / budget)",
          f"{report['trials_run']} / {report['trials_total']} / {report['trials']}"),
         ("failed measurements (this run)", str(report["failures"])),
+        ("task schedules", _sources(report.get("tasks", []))),
         ("tuning wall time (this run)", f"{report['tuning_seconds']:.1f} s"),
         ("latency tuned", _ms(tuned)),
         ("latency untuned TVM", _ms(untuned)

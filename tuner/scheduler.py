@@ -8,16 +8,66 @@ both cores busy. This scheduler joins each round before choosing the next task (
 are committed and reported immediately; measurements run on an otherwise idle machine),
 then allocates like Ansor/MetaSchedule's gradient scheduler: first one round per task,
 heaviest first, then the task whose weighted latency is expected to drop the most.
+
+The budget is exact and reaches every task: the scheduler sets each round's size in a
+:class:`RoundBudget` shared with every task's search, which cuts its batch to it. In the
+first pass a round gets at most an even share of what is left, so a budget smaller than
+``tasks x trials_per_round`` still measures every task (alexnet's 13 tasks at 128 trials:
+9 or 10 each) instead of leaving the last tasks with TVM's default schedule; the last
+round is cut to what is left.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
 from tuner.monitor import result_seconds
+
+
+@dataclass
+class RoundBudget:
+    """The trials this run may still measure, and the size of the round being drawn.
+
+    One instance is shared by the scheduler (which sets :attr:`limit` before each round)
+    and the searches of every task (which call :meth:`take` to cut their batch).
+
+    Attributes:
+        remaining: Trials this run may still measure.
+        limit: The size of the next round (``None``: no cut beyond :attr:`remaining`).
+    """
+
+    remaining: int
+    limit: int | None = None
+
+    def take(self, proposed: int) -> int:
+        """How many of ``proposed`` new candidates the round may measure (and spend them)."""
+        n = max(0, min(proposed, self.remaining,
+                       proposed if self.limit is None else self.limit))
+        self.remaining -= n
+        return n
+
+
+def round_size(budget_left: int, trials_per_round: int, first_pass_left: int) -> int:
+    """The size of the next round.
+
+    Args:
+        budget_left: Trials left in the run.
+        trials_per_round: The configured round size.
+        first_pass_left: Tasks (this one included) still waiting for their first round of
+            this run; 0 once every task had one.
+
+    Returns:
+        ``min(trials_per_round, budget_left)``, and during the first pass at most an even
+        share of ``budget_left`` (at least 1), so that every task gets a round.
+    """
+    size = min(trials_per_round, budget_left)
+    if first_pass_left > 0:
+        size = min(size, max(1, budget_left // first_pass_left))
+    return max(0, size)
 
 
 @derived_object
@@ -28,12 +78,18 @@ class EagerGradientScheduler(PyTaskScheduler):
         alpha: Weight of the observed (backward) gradient against the optimistic
             forward estimate.
         window: Rounds over which the backward gradient is measured.
+        budget: The run's :class:`RoundBudget`, shared with the tasks' searches
+            (``None``: rounds are as large as the searches make them).
+        trials_per_round: The configured round size (used with ``budget``).
     """
 
-    def __init__(self, alpha: float = 0.2, window: int = 3) -> None:
+    def __init__(self, alpha: float = 0.2, window: int = 3, budget: RoundBudget | None = None,
+                 trials_per_round: int = 16) -> None:
         super().__init__()
         self.alpha = float(alpha)
         self.window = int(window)
+        self.budget = budget
+        self.trials_per_round = int(trials_per_round)
         self.history: dict[int, list[float]] = {}  # task -> best seconds after each round
         self.rounds: dict[int, int] = {}
         self.first_pass = 0
@@ -68,11 +124,20 @@ class EagerGradientScheduler(PyTaskScheduler):
                 # the database and runs the measure callbacks.
                 self._record(i, self.join_running_task(i))
         alive = [i for i, t in enumerate(tasks) if not t.is_terminated]
-        if not alive:
+        if not alive or (self.budget is not None and self.budget.remaining <= 0):
             return -1
         while self.first_pass < len(tasks):
             i = self.first_pass
             self.first_pass += 1
             if not tasks[i].is_terminated:
-                return i
-        return max(alive, key=lambda i: self._score(i, float(tasks[i].task_weight)))
+                waiting = sum(not t.is_terminated for t in tasks[i:])
+                return self._sized(i, waiting)
+        best = max(alive, key=lambda i: self._score(i, float(tasks[i].task_weight)))
+        return self._sized(best, 0)
+
+    def _sized(self, task_id: int, first_pass_left: int) -> int:
+        """Set the next round's size in the shared budget; return ``task_id``."""
+        if self.budget is not None:
+            self.budget.limit = round_size(self.budget.remaining, self.trials_per_round,
+                                           first_pass_left)
+        return task_id

@@ -29,11 +29,17 @@ class TaskInfo:
         return "conv" in self.name
 
 
-def fuse_pipeline(target):
-    """The legalize+fuse passes ``ms.relax_integration.compile_relax`` applies first.
+def fuse_pipeline(target, pack_weights: bool = True):
+    """The passes that turn a network into the fused TIR functions MetaSchedule tunes.
 
-    Using the same passes for extraction keeps the database keys identical to the ones
-    the final compile looks up.
+    Extraction and the final compile (:func:`tuner.evaluate.compile_network`) both run
+    exactly these passes, so the database keys of the tuned functions match.
+
+    Args:
+        target: The ``tvm.target.Target``.
+        pack_weights: Mark every weight (a bound constant) of each fused function as a
+            layout-free buffer, so that MetaSchedule's ``RewriteLayout`` postprocessor may
+            store it in the layout its schedule reads best (packed once at compile time).
     """
     import tvm
     from tvm import relax
@@ -43,6 +49,8 @@ def fuse_pipeline(target):
         dispatch = relax_pipeline.library_dispatch_passes(target)
     except (ValueError, AttributeError):
         dispatch = []
+    packing = ([relax.transform.CanonicalizeBindings(),
+                relax.transform.AttachAttrLayoutFreeBuffers()] if pack_weights else [])
     return tvm.transform.Sequential(
         [
             *dispatch,
@@ -51,16 +59,19 @@ def fuse_pipeline(target):
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),
             relax.transform.FuseTIR(),
+            *packing,
         ]
     )
 
 
-def extract_tasks(relax_mod, target) -> list[TaskInfo]:
+def extract_tasks(relax_mod, target, pack_weights: bool = True) -> list[TaskInfo]:
     """Extract the tuning tasks of a Relax module.
 
     Args:
         relax_mod: The network's Relax module (weights bound, not legalized).
         target: The ``tvm.target.Target``.
+        pack_weights: Weights are layout-free (see :func:`fuse_pipeline`); the final
+            compile must use the same setting.
 
     Returns:
         The tasks, heaviest (FLOPs x weight) first.
@@ -72,7 +83,7 @@ def extract_tasks(relax_mod, target) -> list[TaskInfo]:
 
     load_tensor_intrinsics((target.kind.name,))
     with target, tvm.transform.PassContext(opt_level=3):
-        fused = fuse_pipeline(target)(relax_mod)
+        fused = fuse_pipeline(target, pack_weights)(relax_mod)
     extracted = ms_extract(fused, target)
     # Heaviest first: the task scheduler visits tasks in order before it allocates by
     # gradient, so a small budget goes to the tasks that dominate the network's latency.

@@ -12,7 +12,7 @@ from tuner.builder import PersistentBuilder
 from tuner.database import best_seconds_per_task, measured_per_task
 from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
-from tuner.scheduler import EagerGradientScheduler
+from tuner.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.tasks import TaskInfo
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ class TuningOutcome:
     best_ms: list[float | None]
     errors: list[tuple[str, int]] = field(default_factory=list)
     rounds: dict = field(default_factory=dict)
+    predicted: list[str] = field(default_factory=list)
+    predict_seconds: float = 0.0
 
 
 def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
@@ -101,7 +103,7 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
     return ms.cost_model.CostModel.create(name)
 
 
-def make_search(name: str, params: dict, clock=None, seed: int = 0):
+def make_search(name: str, params: dict, clock=None, seed: int = 0, budget=None):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
@@ -111,6 +113,8 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
             arguments, and ``bo`` (:class:`tuner.config.BOConfig` fields).
         clock: A :class:`tuner.rounds.RoundClock` timing each search.
         seed: Seed of the BO sampler.
+        budget: The run's :class:`tuner.scheduler.RoundBudget` (cuts each round to the
+            size the scheduler sets).
 
     Raises:
         ConfigError: Unknown name or parameter.
@@ -127,16 +131,18 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
 
         try:
             ms.search_strategy.EvolutionarySearch(**params)  # validates the sampler's settings
-            return NoRepeatSearch(BatchBOSearch(params, BOConfig(**bo), seed), clock=clock)
+            return NoRepeatSearch(BatchBOSearch(params, BOConfig(**bo), seed), clock=clock,
+                                  budget=budget)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"search_params: {err}") from err
     if name == "evolutionary":
         try:
-            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**params), clock=clock)
+            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**params), clock=clock,
+                                  budget=budget)
         except TypeError as err:
             raise ConfigError(f"search_params: {err}") from err
     if name == "replay":
-        return NoRepeatSearch(ms.search_strategy.ReplayTrace(), clock=clock)
+        return NoRepeatSearch(ms.search_strategy.ReplayTrace(), clock=clock, budget=budget)
     raise ConfigError(f"unknown search {name!r}: choose one of {', '.join(SEARCHES)}")
 
 
@@ -242,8 +248,12 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
     if remaining <= 0:
         logger.info("database already holds %d measurements (budget %d): nothing to tune",
                     trials_before, cfg["trials"])
-        return TuningOutcome(trials_before, 0, 0.0, 0,
-                             [None if b is None else b * 1e3 for b in best])
+        outcome = TuningOutcome(trials_before, 0, 0.0, 0,
+                                [None if b is None else b * 1e3 for b in best])
+        _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
+                      lambda: make_cost_model(cfg["cost_model"], target_info.num_cores,
+                                              cfg["metatune"], cfg["xfer"], target_info.target))
+        return outcome
     if trials_before:
         logger.info("resuming: %d measurements in the database, %d to go",
                     trials_before, remaining)
@@ -257,7 +267,9 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
     builder.warm_up()
     runner = make_runner(cfg["runner"], kinds, target_info.num_cores)
     clock = RoundClock()
-    search = make_search(cfg["search"], dict(cfg["search_params"]), clock, int(cfg["seed"]))
+    budget = RoundBudget(remaining)
+    search = make_search(cfg["search"], dict(cfg["search_params"]), clock, int(cfg["seed"]),
+                         budget=budget)
     contexts = make_contexts(tasks, target_info.target, search, work_dir, int(cfg["seed"]),
                              target_info.num_cores)
     names = [t.name for t in tasks]
@@ -275,7 +287,8 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
     per_task = cfg["trials_per_task"]
     start = time.perf_counter()
     try:
-        EagerGradientScheduler().tune(
+        EagerGradientScheduler(budget=budget,
+                               trials_per_round=int(cfg["trials_per_round"])).tune(
             tasks=contexts,
             task_weights=[float(t.weight) for t in tasks],
             max_trials_global=remaining,
@@ -295,7 +308,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         progress.close()
         builder.shutdown()
     seconds = time.perf_counter() - start
-    return TuningOutcome(
+    outcome = TuningOutcome(
         trials_before=trials_before,
         trials_run=progress.done,
         tuning_seconds=seconds,
@@ -304,3 +317,20 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         errors=failures.errors.most_common(5),
         rounds=rounds.summary(),
     )
+    _predict_into(outcome, tasks, target_info, database, cfg, work_dir, lambda: cost_model)
+    return outcome
+
+
+def _predict_into(outcome: TuningOutcome, tasks: list[TaskInfo], target_info, database,
+                  cfg: dict, work_dir: str, cost_model_factory) -> None:
+    """Give every task without a valid measurement the cost model's pick (if enabled)."""
+    from tuner.zero_shot import PredictConfig, predict_unmeasured
+
+    pcfg = PredictConfig(**cfg["predict_unmeasured"])
+    if not pcfg.enabled:
+        return
+    start = time.perf_counter()
+    outcome.predicted = predict_unmeasured(
+        tasks, database, work_dir, target_info.target, cost_model_factory, pcfg,
+        seed=int(cfg["seed"]), num_threads=target_info.num_cores)
+    outcome.predict_seconds = time.perf_counter() - start
