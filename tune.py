@@ -29,7 +29,7 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
 
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--network", help="alexnet | resnet-18 | vgg-16 | squeezenet")
+    p.add_argument("--network", help="alexnet | resnet-18 | vgg-16 | squeezenet | mobilenet-v2")
     p.add_argument("--onnx", help="path of an ONNX model to tune instead")
     p.add_argument("--model", help="module:callable returning a torch.nn.Module")
     p.add_argument("--input-shape", help="input shape without batch, e.g. 3,224,224")

@@ -25,6 +25,7 @@ BUILTIN_NETWORKS: dict[str, str] = {
     "resnet-18": "resnet18",
     "vgg-16": "vgg16",
     "squeezenet": "squeezenet1_0",
+    "mobilenet-v2": "mobilenet_v2",
 }
 DEFAULT_INPUT_SHAPE = (3, 224, 224)
 

@@ -6,7 +6,8 @@ for the count), from ``TVM_NUM_THREADS`` if set, else half the hardware threads 
 ran on one core while PyTorch ran on two. :func:`configure_tvm_threads` fixes the count
 in this process and, through the environment, in every worker process started after it
 (builder and runner pools inherit ``os.environ``); the worker initializer calls it again
-inside each worker so that a pool started earlier is reconfigured too.
+inside each worker. A pool can be shrunk once it exists but not grown, so importing
+:mod:`tuner` sets ``TVM_NUM_THREADS`` to every core before any pool exists.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def configure_tvm_threads(num_threads: int) -> int:
         config = tvm.get_global_func("runtime.config_threadpool")
         config(_SHARE_ALL_CORES, n, [str(c) for c in cpus])
     got = tvm_num_threads()
-    if got != n:
-        logger.warning("TVM runtime runs %d threads, asked for %d", got, n)
+    if got != n:  # a pool can shrink but not grow once created
+        logger.warning("TVM's thread pool runs %d threads, not %d: it was created before "
+                       "MetaTune could size it; set TVM_NUM_THREADS=%d before starting",
+                       got, n, n)
     return got
 
 

@@ -1,0 +1,267 @@
+"""Tuned networks against the PyTorch the user already has, on the same CPU, same threads.
+
+For each network and seed, ``tune.py`` (default preset) tunes one work dir to each budget
+in turn (512, then continued to 1024, then to 2048 trials: a rerun with a larger budget
+resumes), and after each budget compiles the network and times it beside PyTorch eager
+and torch.compile, all in that ``tune.py`` run. After the last budget, every conv of the
+network is timed alone in PyTorch (oneDNN) and set beside the best tuned schedule of its
+task, in GFLOP/s.
+
+Each finished (network, seed, budget) is recorded in ``docs/bench/runs/parity/``, so the
+command resumes after an interruption (a stage whose record exists is not run again) and
+``--report-only`` rewrites the page from the records.
+
+    python bench/pytorch_parity.py                                   # hours
+    python bench/pytorch_parity.py --networks resnet-18 --seeds 0    # one network
+    python bench/pytorch_parity.py --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import REPO, median, provenance, write_results  # noqa: E402
+
+NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")
+RUNS = os.path.join(REPO, "docs", "bench", "runs", "parity")
+OUT = os.path.join(REPO, "docs", "bench", "pytorch-parity")
+
+
+def record_path(network: str, seed: int, budget: int) -> str:
+    return os.path.join(RUNS, f"{network}-s{seed}-{budget}.json")
+
+
+def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[str]) -> dict:
+    """Tune ``network``'s work dir up to ``budget`` trials with ``tune.py`` and record it."""
+    work = os.path.join(work_root, f"{network}-s{seed}")
+    cmd = [sys.executable, os.path.join(REPO, "tune.py"), "--network", network,
+           "--trials", str(budget), "--seed", str(seed), "--work-dir", work,
+           "evaluate.torch_compile=true", "evaluate.untuned=false", "progress=false",
+           "tensorboard=false", *extra]
+    print("$", " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, check=True, cwd=REPO)
+    with open(os.path.join(work, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    previous = [load_record(network, seed, b) for b in stage_budgets_below(network, seed, budget)]
+    rec = {
+        "network": network, "seed": seed, "budget": budget,
+        "latency_ms": report["latency_ms"], "check_error": report["check_error"],
+        "tuning_seconds": report["tuning_seconds"],
+        "tuning_seconds_total": report["tuning_seconds"] + sum(
+            r["tuning_seconds"] for r in previous if r),
+        "trials_total": report["trials_total"], "failures": report["failures"],
+        "tasks": report["tasks"], "target": report["target"], "runtime": report["runtime"],
+        "machine": report["machine"], "preset": report["preset"],
+    }
+    os.makedirs(RUNS, exist_ok=True)
+    with open(record_path(network, seed, budget), "w", encoding="utf-8") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+def stage_budgets_below(network: str, seed: int, budget: int) -> list[int]:
+    """The budgets of this network and seed already recorded below ``budget``."""
+    out = []
+    for name in os.listdir(RUNS) if os.path.isdir(RUNS) else []:
+        prefix = f"{network}-s{seed}-"
+        if name.startswith(prefix) and name.endswith(".json"):
+            b = int(name[len(prefix):-5])
+            if b < budget:
+                out.append(b)
+    return sorted(out)
+
+
+def load_record(network: str, seed: int, budget: int) -> dict | None:
+    path = record_path(network, seed, budget)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]:
+    """Every conv of the network timed alone in PyTorch (oneDNN), batch-norm folded.
+
+    Returns:
+        One row per conv layer: ``layer``, ``shape`` (in, out, kernel, stride, groups),
+        ``flops`` and ``torch_ms`` (median of ``repeat`` runs).
+    """
+    import statistics
+    import time
+
+    import torch
+
+    from tuner.networks import builtin_module, fold_batch_norm
+
+    torch.set_num_threads(num_threads)
+    model, _ = fold_batch_norm(builtin_module(network))
+    inputs: dict[str, torch.Tensor] = {}
+    hooks = [m.register_forward_hook(lambda mod, args, out, name=name: inputs.setdefault(
+        name, args[0].detach())) for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Conv2d)]
+    with torch.inference_mode():
+        model(torch.zeros(1, 3, 224, 224))
+    for h in hooks:
+        h.remove()
+    rows = []
+    modules = dict(model.named_modules())
+    with torch.inference_mode():
+        for name, x in inputs.items():
+            conv = modules[name]
+            y = conv(x)
+            for _ in range(3):
+                conv(x)
+            runs = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                conv(x)
+                runs.append((time.perf_counter() - start) * 1e3)
+            kh, kw = conv.kernel_size
+            flops = 2 * y.numel() * (conv.in_channels // conv.groups) * kh * kw
+            rows.append({"layer": name, "flops": flops, "torch_ms": statistics.median(runs),
+                         "shape": [conv.in_channels, conv.out_channels, kh,
+                                   conv.stride[0], conv.groups, x.shape[-1]]})
+    return rows
+
+
+def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
+    """Pair each PyTorch conv with the tuned conv task of the nearest FLOP count.
+
+    A fused TVM task adds bias and activation FLOPs to its conv's, so the nearest conv
+    task within 10 % is taken as the same convolution.
+    """
+    import math
+
+    conv_tasks = [t for t in tasks if "conv" in t["name"] and t["flops"] > 0]
+    rows = []
+    for c in convs:
+        best = min(conv_tasks, key=lambda t: abs(math.log(t["flops"] / c["flops"])),
+                   default=None)
+        if best is None or abs(math.log(best["flops"] / c["flops"])) > math.log(1.1):
+            best = None
+        tvm_ms = best["best_ms"] if best else None
+        rows.append({**c, "task": best["name"] if best else None, "tvm_ms": tvm_ms,
+                     "schedule": best.get("schedule") if best else None,
+                     "tvm_gflops": c["flops"] / tvm_ms / 1e6 if tvm_ms else None,
+                     "torch_gflops": c["flops"] / c["torch_ms"] / 1e6})
+    return rows
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> None:
+    """The page and JSON from the records of ``docs/bench/runs/parity``."""
+    records = [r for n in networks for s in seeds for b in budgets
+               if (r := load_record(n, s, b)) is not None]
+    prov = provenance("pytorch_parity.py")
+    lines = ["# Tuned networks against PyTorch on the same CPU", "",
+             f"Command: `{prov['command']}`. Each network's work dir is tuned by `tune.py` "
+             "(default preset, meta-BO-T) to each budget in turn, and after each budget the "
+             "compiled network is timed beside PyTorch eager and torch.compile in the same "
+             "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/`.", ""]
+    machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
+                        r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
+                        f"{r['runtime']['torch_threads']} threads") for r in records})
+    for cpu, flags, target, threads in machines:
+        lines.append(f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}.")
+    if len(machines) > 1:
+        lines.append("- **Several machines**: compare rows only within one machine.")
+    lines += ["", "| network | trials | tuned ms (per seed) | median | PyTorch eager | "
+              "torch.compile | tuned / eager | tuning min (cumulative) | tasks measured / "
+              "predicted |", "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for net in networks:
+        for b in budgets:
+            rows = [r for r in records if r["network"] == net and r["budget"] == b]
+            if not rows:
+                continue
+            tuned = [r["latency_ms"]["tuned"] for r in rows]
+            eager = median([r["latency_ms"]["torch"] for r in rows])
+            comp = median([r["latency_ms"]["torch_compile"] for r in rows])
+            minutes = median([r["tuning_seconds_total"] / 60 for r in rows])
+            ratio = median(tuned) / eager if eager else None
+            src = rows[0]["tasks"]
+            lines.append(
+                f"| {net} | {b} | {' / '.join(_fmt(t) for t in tuned)} | {_fmt(median(tuned))} "
+                f"| {_fmt(eager)} | {_fmt(comp)} | {_fmt(ratio, 2)} | {_fmt(minutes)} | "
+                f"{sum(t['schedule'] == 'measured' for t in src)} / "
+                f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} |")
+            verdicts.append((net, b, ratio, minutes))
+    lines += ["", "## Goals", ""]
+    r18 = [(b, ratio, m) for n, b, ratio, m in verdicts if n == "resnet-18" and ratio]
+    hit = [(b, m) for b, ratio, m in r18 if ratio <= 1.0 and m <= 30]
+    lines.append("- resnet-18 at or below PyTorch eager within 30 tuning minutes: "
+                 + (f"**reached** at {hit[0][0]} trials ({hit[0][1]:.1f} min)." if hit else
+                    "**not reached** " + ("(" + "; ".join(
+                        f"{b} trials: {ratio:.2f}x eager after {m:.1f} min"
+                        for b, ratio, m in r18) + ")." if r18 else "(not run yet).")))
+    top = max(budgets)
+    for net in networks:
+        at_top = [ratio for n, b, ratio, _ in verdicts if n == net and b == top and ratio]
+        state = ("not run yet" if not at_top else
+                 f"{'**reached**' if at_top[0] <= 1.0 else '**not reached**'}: "
+                 f"{at_top[0]:.2f}x eager")
+        lines.append(f"- {net} at or below 1.0x PyTorch eager at {top} trials: {state}.")
+    conv_rows = [(r["network"], c) for r in records if r.get("convs") for c in r["convs"]]
+    if conv_rows:
+        lines += ["", "## Each convolution against oneDNN", "",
+                  "Every conv layer timed alone in PyTorch (oneDNN, same threads), beside the "
+                  "best measured schedule of its TVM task (matched by FLOPs; the task adds "
+                  "bias and activation), seed 0 at the largest budget run.", "",
+                  "| network | layer | in, out, k, stride, groups, size | MFLOP | TVM task | "
+                  "TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |", "|---|---|---|---|---|---|---|---|"]
+        for net, c in conv_rows:
+            ratio = (c["tvm_gflops"] / c["torch_gflops"]) if c["tvm_gflops"] else None
+            lines.append(f"| {net} | {c['layer']} | {', '.join(map(str, c['shape']))} | "
+                         f"{c['flops'] / 1e6:.0f} | {c['task'] or '-'} "
+                         f"({c['schedule'] or '-'}) | {_fmt(c['tvm_gflops'])} | "
+                         f"{_fmt(c['torch_gflops'])} | {_fmt(ratio, 2)} |")
+    lines.append("")
+    doc = {"command": prov["command"], "date": prov["date"], "records": records}
+    write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    p.add_argument("--budgets", nargs="+", type=int, default=[512, 1024, 2048])
+    p.add_argument("--work-root", default=os.path.join(REPO, "work", "parity"))
+    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--runs-dir", default=RUNS, help="where the stage records go")
+    p.add_argument("--out", default=OUT, help="page and JSON path, without extension")
+    p.add_argument("overrides", nargs="*", help="tune.py config overrides")
+    args = p.parse_args(argv)
+    global RUNS, OUT
+    RUNS, OUT = os.path.abspath(args.runs_dir), os.path.abspath(args.out)
+    budgets = sorted(args.budgets)
+    if not args.report_only:
+        for seed in args.seeds:
+            for net in args.networks:
+                for budget in budgets:
+                    if load_record(net, seed, budget) is None:
+                        run_stage(net, seed, budget, args.work_root, args.overrides)
+                last = load_record(net, seed, budgets[-1])
+                if last is not None and seed == min(args.seeds) and "convs" not in last:
+                    from tuner.targets import resolve_target
+
+                    cores = resolve_target("llvm").num_cores
+                    last["convs"] = match_tasks(onednn_convs(net, cores), last["tasks"])
+                    with open(record_path(net, seed, budgets[-1]), "w", encoding="utf-8") as f:
+                        json.dump(last, f, indent=1)
+                write_page(args.networks, args.seeds, budgets)
+    write_page(args.networks, args.seeds, budgets)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
