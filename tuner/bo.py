@@ -112,7 +112,8 @@ class BatchBOSearch(PySearchStrategy):
 
         known, self._preloaded = self._preloaded, None
         if known is None:
-            known = measured_schedules(database, self.context.mod)
+            known = measured_schedules(database, self.context.mod,
+                                       list(self.context.space_generator.postprocs or []))
         self._reset()
         self.max_trials = int(max_trials)
         self.batch = int(num_trials_per_iter)

@@ -17,18 +17,48 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 logger = logging.getLogger(__name__)
 
 
-def measured_schedules(database, mod) -> list[tuple[int, object, list[float] | None]]:
-    """The schedules already measured for workload ``mod``, replayed.
+def replay(trace, mod, postprocs=None):
+    """A stored trace applied to ``mod`` the way a search builds a candidate.
+
+    Searches apply a trace without its postprocessing instructions and run the
+    postprocessors again; replaying the stored postprocessing instructions instead gives
+    a module that differs after the database's JSON round trip (a layout-rewrite
+    annotation ``True`` comes back as ``1``), so the same schedule would hash apart and be
+    measured again.
+
+    Args:
+        trace: The stored ``Trace``.
+        mod: The task's ``IRModule``.
+        postprocs: The context's postprocessors (``None``: replay the stored ones).
+
+    Returns:
+        The ``Schedule``.
+    """
+    from tvm.s_tir import Schedule
+
+    if postprocs:
+        sch = Schedule(mod)
+        trace.apply_to_schedule(sch, remove_postproc=True)
+        if all(p.apply(sch) for p in postprocs):
+            return sch
+    sch = Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
+def measured_schedules(database, mod, postprocs=None) -> list[tuple[int, object,
+                                                                    list[float] | None]]:
+    """The schedules already measured for workload ``mod``, replayed as candidates.
 
     Args:
         database: A MetaSchedule database (may be ``None``).
         mod: The task's ``IRModule``.
+        postprocs: The task context's postprocessors (see :func:`replay`).
 
     Returns:
         ``(structural_hash(scheduled module), schedule, run_secs or None)`` per record, in
         the order the database lists them (not sorted by run time).
     """
-    from tvm.s_tir import Schedule
     from tvm_ffi import structural_hash
 
     if database is None or not database.has_workload(mod):
@@ -39,8 +69,7 @@ def measured_schedules(database, mod) -> list[tuple[int, object, list[float] | N
         if not record.workload.same_as(workload):
             continue
         try:
-            sch = Schedule(mod)
-            record.trace.apply_to_schedule(sch, remove_postproc=False)
+            sch = replay(record.trace, mod, postprocs)
         except Exception as err:  # a record from another TVM version may not replay
             logger.debug("record trace does not replay: %s", err)
             continue
@@ -73,14 +102,16 @@ class NoRepeatSearch(PySearchStrategy):
         self.skipped = 0
         self._batch: tuple | None = None
         self._mod = None
+        self._postprocs: list = []
 
     def _initialize_with_tune_context(self, context) -> None:
         self._mod = context.mod
+        self._postprocs = list(context.space_generator.postprocs or [])
         self.inner._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
-        schedules = measured_schedules(database, self._mod)
+        schedules = measured_schedules(database, self._mod, self._postprocs)
         self.known = {h: secs for h, _, secs in schedules}
         preload = getattr(self.inner, "preload_measured", None)
         if preload is not None:  # one replay of the records serves both

@@ -1,0 +1,90 @@
+"""Weights pre-packed by the schedule (layout-free) against weights read in OIHW order.
+
+The same conv tasks of a network are extracted twice, with and without the layout-free
+mark on their weights (``pack_weights``), and tuned side by side with the default preset,
+for the same trials and seeds, in one run. With the mark, MetaSchedule's ``RewriteLayout``
+lets each schedule choose the weight layout it reads best, and the compile packs the
+weights once; the timed kernel excludes the packing, as the network does.
+
+    python bench/pack_weights.py                     # resnet-18's convs, 3 seeds x 64 trials
+    python bench/pack_weights.py --network alexnet --tasks fused_conv2d_add_relu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import REPO, geomean, median, provenance, tune_tasks, write_results  # noqa: E402
+
+
+def conv_tasks(network: str, pack: bool, names: list[str] | None, limit: int) -> list:
+    """The network's conv tasks (heaviest first), extracted with or without packing."""
+    from tuner.networks import load_network
+    from tuner.targets import resolve_target
+    from tuner.tasks import extract_tasks
+
+    tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target,
+                          pack_weights=pack)
+    convs = [t for t in tasks if t.is_conv and (not names or t.name in names)]
+    return convs[:limit]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--network", default="resnet-18")
+    p.add_argument("--tasks", nargs="+", help="task names (default: the heaviest convs)")
+    p.add_argument("--limit", type=int, default=3, help="conv tasks when --tasks is not given")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--out", default=os.path.join(REPO, "docs/bench/pack_weights"))
+    args = p.parse_args(argv)
+    from tuner.runtime import runtime_info
+    from tuner.targets import resolve_target
+
+    arms = {"packed": conv_tasks(args.network, True, args.tasks, args.limit),
+            "plain": conv_tasks(args.network, False, args.tasks, args.limit)}
+    rows = []
+    for seed in args.seeds:
+        for i, task in enumerate(arms["packed"]):
+            for arm in ("plain", "packed"):
+                t = arms[arm][i]
+                outcome, _, _ = tune_tasks([t], ["preset=meta-BO-T", f"trials={args.trials}",
+                                                 "trials_per_round=16", f"seed={seed}"],
+                                           prefix="bench-pack-")
+                rows.append({"task": t.name, "arm": arm, "seed": seed, "flops": t.flops,
+                             "best_ms": outcome.best_ms[0],
+                             "tuning_seconds": outcome.tuning_seconds})
+                print(json.dumps(rows[-1]), flush=True)
+    prov = provenance("pack_weights.py")
+    info = resolve_target("llvm")
+    lines = ["# Packed (layout-free) weights against OIHW weights", "",
+             f"Command: `{prov['command']}`; {prov['machine']}; {prov['date']}; target "
+             f"`{info.description}`; threads {runtime_info(info.num_cores)}.", "",
+             f"Each conv task of {args.network} tuned {args.trials} trials (default preset, "
+             "16 a round) per seed, both arms in this run.", "",
+             "| task | GFLOP | plain ms (per seed) | packed ms (per seed) | packed / plain "
+             "(median) |", "|---|---|---|---|---|"]
+    ratios = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        plain = [r["best_ms"] for r in rows if r["task"] == task and r["arm"] == "plain"]
+        packed = [r["best_ms"] for r in rows if r["task"] == task and r["arm"] == "packed"]
+        per_seed = [b / a for a, b in zip(plain, packed) if a and b]
+        ratios.append(median(per_seed))
+        flops = next(r["flops"] for r in rows if r["task"] == task)
+        lines.append(f"| {task} | {flops / 1e9:.3f} | {' / '.join(f'{v:.3f}' for v in plain)} "
+                     f"| {' / '.join(f'{v:.3f}' for v in packed)} | {median(per_seed):.3f} |")
+    lines += ["", f"Geomean of the per-task medians, packed / plain: {geomean(ratios):.3f}.", ""]
+    write_results(args.out + ".json", args.out + ".md",
+                  {**prov, "target": info.description, "rows": rows}, "\n".join(lines),
+                  rows_key="rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
