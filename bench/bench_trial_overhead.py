@@ -44,13 +44,13 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
     """Run one variant in this (fresh) process and write its measurements to ``out``."""
     t_process = time.perf_counter()
     sys.path.insert(0, REPO)
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
 
     name, _, population = variant.partition(":")
     if name == "metatune":
-        from tuner.intrinsics import load_tensor_intrinsics
+        from tuner.engine.intrinsics import load_tensor_intrinsics
 
         load_tensor_intrinsics(("llvm",))
     import logging
@@ -62,7 +62,7 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
     task = next(t for t in extract_tasks(load_network("resnet-18").relax_mod, info.target)
                 if t.name == TASK)
     work_dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
-    from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+    from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 
     names = [task.name]
     progress = ProgressMonitor(task_names=names, task_weights=[1], best_seconds=[None],
@@ -81,9 +81,9 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
                       builder="local", runner="local", cost_model="xgb",
                       measure_callbacks=callbacks)
     else:
-        from tuner.builder import PersistentBuilder
-        from tuner.config import load_tune_config
-        from tuner.tuning import make_contexts, make_cost_model, make_runner, make_search
+        from tuner.engine.builder import PersistentBuilder
+        from tuner.app.config import load_tune_config
+        from tuner.app.tuning import make_contexts, make_cost_model, make_runner, make_search
 
         cfg = load_tune_config()
         if population:
@@ -95,7 +95,7 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
         runner = make_runner(cfg["runner"], ("llvm",))
         ctxs = make_contexts([task], info.target, make_search("evolutionary",
                              cfg["search_params"]), work_dir, seed, info.num_cores)
-        from tuner.scheduler import EagerGradientScheduler
+        from tuner.engine.scheduler import EagerGradientScheduler
 
         database = ms.database.JSONDatabase(work_dir=work_dir)
         EagerGradientScheduler().tune(
@@ -199,7 +199,7 @@ def main() -> None:
         worker(args.worker[0], int(args.worker[1]), args.trials, args.worker[2])
         return
     sys.path.insert(0, REPO)
-    from tuner.report import machine_info
+    from tuner.app.report import machine_info
 
     doc = {"command": "python " + " ".join(sys.argv), "trials": args.trials, "runs": []}
     if os.path.exists(args.out):  # resume: keep finished runs of the same set-up

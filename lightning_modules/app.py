@@ -170,7 +170,7 @@ def write_provenance(checkpoint: str, cfg: dict[str, Any], dm, metrics: dict[str
     import json
     import sys
 
-    from tuner.report import machine_info
+    from tuner.app.report import machine_info
 
     path = os.path.splitext(checkpoint)[0] + ".json"
     doc = {

@@ -8,7 +8,7 @@ import pytest
 from tvm.s_tir import meta_schedule as ms
 
 from metatune.errors import TuningStalledError
-from tuner.monitor import FailureMonitor, ProgressMonitor, read_curves, result_seconds
+from tuner.app.monitor import FailureMonitor, ProgressMonitor, read_curves, result_seconds
 
 
 def _results(n_ok: int, n_build_fail: int):

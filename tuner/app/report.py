@@ -8,7 +8,7 @@ import os
 import platform
 from typing import Any
 
-from tuner.monitor import read_curves
+from tuner.app.monitor import read_curves
 
 REPORT_FILE = "report.json"
 CURVES_PNG = "tuning_curves.png"

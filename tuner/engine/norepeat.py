@@ -57,7 +57,7 @@ class NoRepeatSearch(PySearchStrategy):
         inner: The wrapped MetaSchedule search strategy.
         max_regenerate: Batches drawn in a row that may be all repeats before the space
             is considered exhausted.
-        clock: A :class:`tuner.rounds.RoundClock` told when each search starts and ends.
+        clock: A :class:`tuner.app.rounds.RoundClock` told when each search starts and ends.
     """
 
     def __init__(self, inner, max_regenerate: int = 8, clock=None) -> None:

@@ -130,7 +130,7 @@ class MetaTuneCostModel(PyCostModel):
     def update(self, context, candidates, results) -> None:
         """Fine-tune the head on the task's measurements so far (failed ones skipped)."""
         from metatune.maml import adapt, head_params
-        from tuner.monitor import result_seconds
+        from tuner.app.monitor import result_seconds
 
         state = self.tasks.setdefault(self._key(context), TaskState())
         secs = [result_seconds(r) for r in results]

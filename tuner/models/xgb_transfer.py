@@ -57,7 +57,7 @@ def train_base_booster(split_dir: str, target, num_cores: int):
     from tvm.s_tir import meta_schedule as ms
 
     from metatune.dataset import iter_replayed
-    from tuner.database import as_candidate
+    from tuner.engine.database import as_candidate
 
     groups: dict[str, tuple] = {}
     for item in iter_replayed(split_dir):

@@ -17,7 +17,7 @@ import math
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
-from tuner.monitor import result_seconds
+from tuner.app.monitor import result_seconds
 
 
 @derived_object

@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass, field
 
 from metatune.errors import ConfigError
-from tuner.builder import PersistentBuilder
-from tuner.database import best_seconds_per_task, measured_per_task
-from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
-from tuner.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
-from tuner.scheduler import EagerGradientScheduler
-from tuner.tasks import TaskInfo
+from tuner.engine.builder import PersistentBuilder
+from tuner.engine.database import best_seconds_per_task, measured_per_task
+from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+from tuner.app.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
+from tuner.engine.scheduler import EagerGradientScheduler
+from tuner.engine.tasks import TaskInfo
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
 
     Raises:
         ConfigError: Unknown name.
-        tuner.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
-        tuner.xgb_transfer.XferError: ``xgb-xfer`` without training data.
+        tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
+        tuner.models.xgb_transfer.XferError: ``xgb-xfer`` without training data.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -66,7 +66,7 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
     if name == "metatune":
         from metatune.config import default_checkpoint
-        from tuner.cost_model import MetaTuneCostModel, load_net
+        from tuner.models.cost_model import MetaTuneCostModel, load_net
 
         m = metatune or {}
         kind = str(target.kind.name) if target is not None else "llvm"
@@ -80,7 +80,7 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
         from metatune.config import REPO_ROOT
-        from tuner.xgb_transfer import XferXGBModel, base_booster
+        from tuner.models.xgb_transfer import XferXGBModel, base_booster
 
         x = xfer or {}
         rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
@@ -95,7 +95,7 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
                             rel(x.get("cache_dir", "work/cache")))
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
-        from tuner.mlp import make_mlp_model
+        from tuner.models.mlp import make_mlp_model
 
         return make_mlp_model()
     return ms.cost_model.CostModel.create(name)
@@ -105,11 +105,11 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
-        name: ``bo`` (:class:`tuner.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
+        name: ``bo`` (:class:`tuner.search.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
             or ``replay``.
         params: The ``search_params`` config section: ``EvolutionarySearch`` keyword
-            arguments, and ``bo`` (:class:`tuner.config.BOConfig` fields).
-        clock: A :class:`tuner.rounds.RoundClock` timing each search.
+            arguments, and ``bo`` (:class:`tuner.app.config.BOConfig` fields).
+        clock: A :class:`tuner.app.rounds.RoundClock` timing each search.
         seed: Seed of the BO sampler.
 
     Raises:
@@ -117,13 +117,13 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.norepeat import NoRepeatSearch
+    from tuner.engine.norepeat import NoRepeatSearch
 
     params = dict(params)
     bo = params.pop("bo", None) or {}
     if name == "bo":
-        from tuner.bo import BatchBOSearch
-        from tuner.config import BOConfig
+        from tuner.search.bo import BatchBOSearch
+        from tuner.app.config import BOConfig
 
         try:
             ms.search_strategy.EvolutionarySearch(**params)  # validates the sampler's settings
@@ -146,7 +146,7 @@ def make_runner(cfg: dict, target_kinds: tuple[str, ...]):
 
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.intrinsics import worker_initializer
+    from tuner.engine.intrinsics import worker_initializer
 
     evaluator = ms.runner.EvaluatorConfig(
         number=int(cfg["number"]), repeat=int(cfg["repeat"]),
@@ -213,7 +213,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
 
     Args:
         tasks: The tasks to tune.
-        target_info: A :class:`tuner.targets.TargetInfo`.
+        target_info: A :class:`tuner.engine.targets.TargetInfo`.
         database: The MetaSchedule database (records are appended to it).
         cfg: The tune configuration (plain dict).
         work_dir: The work directory.

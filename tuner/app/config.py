@@ -14,7 +14,7 @@ DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 
 @dataclass
 class BOConfig:
-    """Settings of the batch BO search (:class:`tuner.bo.BatchBOSearch`).
+    """Settings of the batch BO search (:class:`tuner.search.bo.BatchBOSearch`).
 
     Attributes:
         pool_size: Candidates the evolutionary sampler proposes per round.
@@ -23,7 +23,7 @@ class BOConfig:
         genetic_iters: The sampler's evolution rounds per proposal.
         carry: Unchosen candidates kept for the next round.
         acquisition: ``qlognei`` or ``qucb``.
-        engine: ``joint`` or ``botorch`` (see :func:`tuner.bo_select.select_batch`).
+        engine: ``joint`` or ``botorch`` (see :func:`tuner.search.bo_select.select_batch`).
         mc_samples: Quasi-Monte-Carlo samples of the acquisition.
         beta: ``qucb`` exploration weight.
         max_history: Measurements the GP is fitted on (the best half and the latest).
@@ -201,8 +201,8 @@ def validate(cfg: dict[str, Any]) -> None:
     Raises:
         ConfigError: The first invalid value found, with what to do.
     """
-    from tuner.bo_select import ACQUISITIONS, ENGINES
-    from tuner.tuning import COST_MODELS, SEARCHES
+    from tuner.search.bo_select import ACQUISITIONS, ENGINES
+    from tuner.app.tuning import COST_MODELS, SEARCHES
 
     for key in ("trials", "trials_per_round"):
         if cfg[key] <= 0:

@@ -9,7 +9,7 @@ method fits on the support set and scores the query set:
   support set with :func:`metatune.maml.adapt` (the tuner's online fine-tuning);
 - ``xgb``: MetaSchedule's ``XGBModel`` trained from scratch on the support set (at k = 0 it
   has no data and, like MetaSchedule, scores at random);
-- ``xgb-Xfer``: :class:`tuner.xgb_transfer.XferXGBModel`, pre-trained on the training split
+- ``xgb-Xfer``: :class:`tuner.models.xgb_transfer.XferXGBModel`, pre-trained on the training split
   and refit on the support set (at k = 0 the pre-trained model alone).
 
 Targets are what a tuner can know: throughput relative to the best *support* candidate
@@ -71,7 +71,7 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
     """
     from metatune.dataset import iter_replayed, workload_order
     from metatune.graph import encode
-    from tuner.database import as_candidate
+    from tuner.engine.database import as_candidate
 
     order = [w["name"] for w in workload_order(split_dir)][:limit]
     wanted = set(order)
@@ -164,7 +164,7 @@ class XGBMethod:
     def _model(self):
         from tvm.s_tir import meta_schedule as ms
 
-        from tuner.xgb_transfer import XferXGBModel
+        from tuner.models.xgb_transfer import XferXGBModel
 
         # No warm-up and no adaptive skipping: the model trains on exactly the k samples.
         kw = dict(num_warmup_samples=0, adaptive_training=False, verbose_eval=0,

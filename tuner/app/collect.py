@@ -70,8 +70,8 @@ def heldout_entries(networks: tuple[str, ...], target, samples: int) -> list[Ent
     """Every distinct convolution task of the networks, as entries."""
     from tvm_ffi import structural_hash
 
-    from tuner.networks import load_network
-    from tuner.tasks import extract_tasks
+    from tuner.engine.networks import load_network
+    from tuner.engine.tasks import extract_tasks
 
     seen: dict[int, Entry] = {}
     for net in networks:
@@ -138,13 +138,13 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
 
-    from tuner.builder import PersistentBuilder
-    from tuner.database import (check_database_files, ensure_work_dir,
+    from tuner.engine.builder import PersistentBuilder
+    from tuner.engine.database import (check_database_files, ensure_work_dir,
                                  valid_and_measured_per_task)
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.report import machine_info
-    from tuner.targets import resolve_target
-    from tuner.tuning import make_runner, task_loggers
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.app.report import machine_info
+    from tuner.engine.targets import resolve_target
+    from tuner.app.tuning import make_runner, task_loggers
 
     info = resolve_target(cfg["target"])
     load_tensor_intrinsics((info.kind,))
@@ -208,8 +208,8 @@ def _measure(entry: Entry, remaining: int, have: int, info, database, builder, r
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-    from tuner.monitor import error_summary
-    from tuner.norepeat import NoRepeatSearch
+    from tuner.app.monitor import error_summary
+    from tuner.engine.norepeat import NoRepeatSearch
 
     @derived_object
     class _Log(PyMeasureCallback):

@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from tuner.config import REPO_ROOT, preset_of, validate
+from tuner.app.config import REPO_ROOT, preset_of, validate
 
 logger = logging.getLogger("metatune")
 
@@ -37,7 +37,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     """Tune every task of a network with MetaSchedule, then compile and measure it.
 
     Args:
-        cfg: A configuration from :func:`tuner.config.load_tune_config` (plain dict).
+        cfg: A configuration from :func:`tuner.app.config.load_tune_config` (plain dict).
 
     Returns:
         The report (also written to ``<work_dir>/report.json``).
@@ -45,12 +45,12 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     Raises:
         metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
     """
-    from tuner.database import ensure_work_dir, open_database
-    from tuner.networks import load_network
-    from tuner.report import format_report, machine_info, plot_curves, write_report
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks, format_task_table
-    from tuner.tuning import tune
+    from tuner.engine.database import ensure_work_dir, open_database
+    from tuner.engine.networks import load_network
+    from tuner.app.report import format_report, machine_info, plot_curves, write_report
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks, format_task_table
+    from tuner.app.tuning import tune
 
     validate(cfg)
     setup_logging(cfg["log_level"])
@@ -122,7 +122,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
 def evaluate_into(report: dict[str, Any], network, target_info, database,
                   ecfg: dict[str, Any]) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
-    from tuner.evaluate import check_output, compile_tuned, compile_untuned, time_torch
+    from tuner.engine.evaluate import check_output, compile_tuned, compile_untuned, time_torch
 
     x = network.example_input()
     start = time.perf_counter()
