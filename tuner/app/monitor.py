@@ -14,21 +14,11 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from metatune.errors import TuningStalledError
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 
-#: A run time MetaSchedule stores for failed measurements.
-FAILED_SECONDS = 1e9
 CURVE_FILE = "curves.jsonl"
-
-
-def result_seconds(runner_result) -> float | None:
-    """Mean run time of one runner result in seconds, ``None`` if it failed."""
-    if runner_result.error_msg or not runner_result.run_secs:
-        return None
-    secs = [float(s) for s in runner_result.run_secs]
-    mean = sum(secs) / len(secs)
-    return mean if mean < FAILED_SECONDS else None
 
 
 def error_summary(message: str) -> str:
@@ -73,7 +63,7 @@ class FailureMonitor:
         for build, run in zip(builder_results, runner_results):
             if build.error_msg:
                 round_errors["build: " + error_summary(build.error_msg)] += 1
-            elif result_seconds(run) is None:
+            elif measured_seconds(run.run_secs, run.error_msg) is None:
                 round_errors["run: " + error_summary(run.error_msg or "no run time")] += 1
         n = len(runner_results)
         self.measured += n
@@ -140,7 +130,8 @@ class ProgressMonitor:
     def observe(self, task_id: int, builder_results, runner_results) -> None:
         """Account one measured batch: best so far, curves, TensorBoard, progress bar."""
         now = time.perf_counter()
-        valid = [s for s in map(result_seconds, runner_results) if s is not None]
+        valid = [s for s in (measured_seconds(r.run_secs, r.error_msg) for r in runner_results)
+                 if s is not None]
         if valid and (self.best[task_id] is None or min(valid) < self.best[task_id]):
             self.best[task_id] = min(valid)
         self.done += len(runner_results)

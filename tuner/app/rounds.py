@@ -23,7 +23,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from metatune import metrics
-from tuner.app.monitor import result_seconds
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 ROUNDS_FILE = "rounds.jsonl"
@@ -85,7 +85,7 @@ class BatchAccuracyCallback(PyMeasureCallback):
               runner_results) -> None:
         self.clock.measured = time.perf_counter()
         start = self.clock.measured
-        secs = [result_seconds(r) for r in runner_results]
+        secs = [measured_seconds(r.run_secs, r.error_msg) for r in runner_results]
         valid = [i for i, s in enumerate(secs) if s is not None]
         self.clock.accuracy = {}
         if self.cost_model is not None and len(valid) >= 2:

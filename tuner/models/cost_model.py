@@ -21,6 +21,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import MetaTuneError
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -130,10 +131,9 @@ class MetaTuneCostModel(PyCostModel):
     def update(self, context, candidates, results) -> None:
         """Fine-tune the head on the task's measurements so far (failed ones skipped)."""
         from metatune.maml import adapt, head_params
-        from tuner.app.monitor import result_seconds
 
         state = self.tasks.setdefault(self._key(context), TaskState())
-        secs = [result_seconds(r) for r in results]
+        secs = [measured_seconds(r.run_secs, r.error_msg) for r in results]
         keep = [i for i, s in enumerate(secs) if s is not None]
         if not keep:
             return

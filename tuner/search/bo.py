@@ -29,6 +29,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from metatune.records import measured_seconds
 from tuner.search.bo_select import ACQUISITIONS, ENGINES, select_batch
 from tuner.app.config import BOConfig
 from tuner.search.knobs import KnobSpace
@@ -210,12 +211,11 @@ class BatchBOSearch(PySearchStrategy):
     def notify_runner_results(self, measure_candidates, results) -> None:
         from tvm_ffi import structural_hash
 
-        from tuner.app.monitor import result_seconds
 
         cands = list(measure_candidates)
         for cand, res in zip(cands, results):
             self.seen.add(structural_hash(cand.sch.mod))
-            secs = result_seconds(res)
+            secs = measured_seconds(res.run_secs, res.error_msg)
             self.hist_cands.append(cand)
             self.hist_y.append(0.0 if secs is None else 1.0 / secs)
         self.trials += len(results)
@@ -238,12 +238,9 @@ class BatchBOSearch(PySearchStrategy):
 
 
 def _throughput(secs: list[float] | None) -> float:
-    from tuner.app.monitor import FAILED_SECONDS
-
-    if not secs:
-        return 0.0
-    mean = sum(secs) / len(secs)
-    return 0.0 if mean >= FAILED_SECONDS else 1.0 / mean
+    """``1 / mean run time`` of a measurement; 0 for a failed one."""
+    mean = measured_seconds(secs)
+    return 0.0 if mean is None else 1.0 / mean
 
 
 def _failed():
