@@ -57,7 +57,7 @@ def main() -> None:
     import torch
 
     from metatune.graph import encode
-    from tuner.app.report import machine_info
+    from metatune.provenance import machine_info
 
     torch.set_num_threads(1)
     funcs = candidates(args.candidates, args.seed)

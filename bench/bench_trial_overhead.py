@@ -199,7 +199,7 @@ def main() -> None:
         worker(args.worker[0], int(args.worker[1]), args.trials, args.worker[2])
         return
     sys.path.insert(0, REPO)
-    from tuner.app.report import machine_info
+    from metatune.provenance import machine_info
 
     doc = {"command": "python " + " ".join(sys.argv), "trials": args.trials, "runs": []}
     if os.path.exists(args.out):  # resume: keep finished runs of the same set-up

@@ -100,7 +100,7 @@ def provenance(script: str) -> dict:
         script: The script's file name under ``bench/``.
     """
     sys.path.insert(0, REPO)
-    from tuner.app.report import machine_info
+    from metatune.provenance import machine_info
 
     m = machine_info()
     return {"command": f"python bench/{script} " + shlex.join(sys.argv[1:]), "date": m["date"],

@@ -7,9 +7,9 @@ import pytest
 from tvm.s_tir import meta_schedule as ms
 
 from tuner.search.bo import BatchBOSearch
-from tuner.app.config import BOConfig
 from tuner.search.bo_select import greedy_batch, select_batch
 from tuner.search.knobs import KnobSpace, knob_values, signature
+from tuner.search.params import BOConfig
 
 
 def test_knob_vectors(context_and_candidates):

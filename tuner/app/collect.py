@@ -23,8 +23,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from metatune.records import RECORD_FILE, WORKLOAD_FILE
+from metatune.provenance import machine_info
+from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
+                              read_workload_hashes)
 from metatune.workloads import training_workloads
+from tuner.engine.database import (check_database_files, ensure_work_dir,
+                                   valid_and_measured_per_task)
+from tuner.engine.intrinsics import load_tensor_intrinsics
+from tuner.engine.networks import load_network
+from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import extract_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +77,6 @@ def train_entries(per_kind: int, seed: int, samples: int) -> list[Entry]:
 def heldout_entries(networks: tuple[str, ...], target, samples: int) -> list[Entry]:
     """Every distinct convolution task of the networks, as entries."""
     from tvm_ffi import structural_hash
-
-    from tuner.engine.networks import load_network
-    from tuner.engine.tasks import extract_tasks
 
     seen: dict[int, Entry] = {}
     for net in networks:
@@ -138,13 +143,9 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
 
-    from tuner.engine.builder import PersistentBuilder
-    from tuner.engine.database import (check_database_files, ensure_work_dir,
-                                 valid_and_measured_per_task)
-    from tuner.engine.intrinsics import load_tensor_intrinsics
-    from tuner.app.report import machine_info
-    from tuner.engine.targets import resolve_target
+    # These import TVM: lazy, so that ``collect.py summary`` runs without it.
     from tuner.app.tuning import make_runner, task_loggers
+    from tuner.engine.builder import PersistentBuilder
 
     info = resolve_target(cfg["target"])
     load_tensor_intrinsics((info.kind,))
@@ -273,8 +274,6 @@ def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
         out_dir: The packed dataset directory (``<out>/<split>/...``).
         work_dir: Read the (fresher) working copy instead where it exists.
     """
-    from metatune.records import ReadStats, iter_records, read_workload_hashes
-
     summary: dict[str, Any] = {}
     for split in SPLITS:
         meta_path = os.path.join(out_dir, split, "meta.json")

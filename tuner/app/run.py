@@ -7,7 +7,15 @@ import os
 import time
 from typing import Any
 
+from metatune.provenance import machine_info
 from tuner.app.config import REPO_ROOT, preset_of, validate
+from tuner.app.report import format_report, plot_curves, write_report
+from tuner.app.tuning import tune
+from tuner.engine.database import ensure_work_dir, open_database
+from tuner.engine.evaluate import check_output, compile_tuned, compile_untuned, time_torch
+from tuner.engine.networks import load_network
+from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import extract_tasks, format_task_table
 
 logger = logging.getLogger("metatune")
 
@@ -45,13 +53,6 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     Raises:
         metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
     """
-    from tuner.engine.database import ensure_work_dir, open_database
-    from tuner.engine.networks import load_network
-    from tuner.app.report import format_report, machine_info, plot_curves, write_report
-    from tuner.engine.targets import resolve_target
-    from tuner.engine.tasks import extract_tasks, format_task_table
-    from tuner.app.tuning import tune
-
     validate(cfg)
     setup_logging(cfg["log_level"])
     target_info = resolve_target(cfg["target"], cfg["num_cores"])
@@ -122,8 +123,6 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
 def evaluate_into(report: dict[str, Any], network, target_info, database,
                   ecfg: dict[str, Any]) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
-    from tuner.engine.evaluate import check_output, compile_tuned, compile_untuned, time_torch
-
     x = network.example_input()
     start = time.perf_counter()
     tuned = compile_tuned(network.relax_mod, target_info.target, database,

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from dataclasses import dataclass, field
 
+from metatune.config import REPO_ROOT, default_checkpoint
 from metatune.errors import ConfigError
-from tuner.engine.builder import PersistentBuilder
-from tuner.engine.database import best_seconds_per_task, measured_per_task
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.app.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
+from tuner.engine.builder import PersistentBuilder
+from tuner.engine.database import best_seconds_per_task, measured_per_task
+from tuner.engine.intrinsics import worker_initializer
+from tuner.engine.norepeat import NoRepeatSearch
 from tuner.engine.scheduler import EagerGradientScheduler
 from tuner.engine.tasks import TaskInfo
+from tuner.models import COST_MODELS
+from tuner.models.cost_model import MetaTuneCostModel, load_net
+from tuner.models.mlp import make_mlp_model
+from tuner.models.xgb_transfer import XferXGBModel, base_booster
+from tuner.search.bo import BatchBOSearch
+from tuner.search.params import SEARCHES, BOConfig
 
 logger = logging.getLogger(__name__)
-
-COST_MODELS = ("metatune", "xgb", "xgb-xfer", "mlp", "random")
-SEARCHES = ("bo", "evolutionary", "replay")
 
 
 @dataclass
@@ -65,9 +72,6 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
     if name not in COST_MODELS:
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
     if name == "metatune":
-        from metatune.config import default_checkpoint
-        from tuner.models.cost_model import MetaTuneCostModel, load_net
-
         m = metatune or {}
         kind = str(target.kind.name) if target is not None else "llvm"
         # Measurements differ per target: the default checkpoint is the target kind's own.
@@ -79,9 +83,6 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
-        from metatune.config import REPO_ROOT
-        from tuner.models.xgb_transfer import XferXGBModel, base_booster
-
         x = xfer or {}
         rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
         data = rel(x.get("data", "data/llvm/train"))
@@ -95,8 +96,6 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
                             rel(x.get("cache_dir", "work/cache")))
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
-        from tuner.models.mlp import make_mlp_model
-
         return make_mlp_model()
     return ms.cost_model.CostModel.create(name)
 
@@ -108,7 +107,7 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
         name: ``bo`` (:class:`tuner.search.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
             or ``replay``.
         params: The ``search_params`` config section: ``EvolutionarySearch`` keyword
-            arguments, and ``bo`` (:class:`tuner.app.config.BOConfig` fields).
+            arguments, and ``bo`` (:class:`tuner.search.params.BOConfig` fields).
         clock: A :class:`tuner.app.rounds.RoundClock` timing each search.
         seed: Seed of the BO sampler.
 
@@ -117,14 +116,9 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.engine.norepeat import NoRepeatSearch
-
     params = dict(params)
     bo = params.pop("bo", None) or {}
     if name == "bo":
-        from tuner.search.bo import BatchBOSearch
-        from tuner.app.config import BOConfig
-
         try:
             ms.search_strategy.EvolutionarySearch(**params)  # validates the sampler's settings
             return NoRepeatSearch(BatchBOSearch(params, BOConfig(**bo), seed), clock=clock)
@@ -142,11 +136,7 @@ def make_search(name: str, params: dict, clock=None, seed: int = 0):
 
 def make_runner(cfg: dict, target_kinds: tuple[str, ...]):
     """MetaSchedule's LocalRunner with a pre-initialized persistent worker."""
-    import functools
-
     from tvm.s_tir import meta_schedule as ms
-
-    from tuner.engine.intrinsics import worker_initializer
 
     evaluator = ms.runner.EvaluatorConfig(
         number=int(cfg["number"]), repeat=int(cfg["repeat"]),

@@ -30,9 +30,11 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from metatune.records import measured_seconds
-from tuner.search.bo_select import ACQUISITIONS, ENGINES, select_batch
-from tuner.app.config import BOConfig
+from tuner.engine.database import as_candidate
+from tuner.engine.norepeat import measured_schedules
+from tuner.search.bo_select import default_device, select_batch
 from tuner.search.knobs import KnobSpace
+from tuner.search.params import ACQUISITIONS, ENGINES, BOConfig
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ class BatchBOSearch(PySearchStrategy):
 
     Args:
         evolutionary: Keyword arguments of MetaSchedule's ``EvolutionarySearch``.
-        params: :class:`tuner.app.config.BOConfig` (``search_params.bo``).
+        params: :class:`tuner.search.params.BOConfig` (``search_params.bo``).
         seed: Seed of the acquisition's sampler.
     """
 
@@ -108,9 +110,6 @@ class BatchBOSearch(PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
-        from tuner.engine.database import as_candidate
-        from tuner.engine.norepeat import measured_schedules
-
         known, self._preloaded = self._preloaded, None
         if known is None:
             known = measured_schedules(database, self.context.mod)
@@ -202,8 +201,6 @@ class BatchBOSearch(PySearchStrategy):
 
     def _device(self):
         import torch
-
-        from tuner.search.bo_select import default_device
 
         return default_device() if self.params.device == "auto" else torch.device(
             self.params.device)
