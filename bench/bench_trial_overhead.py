@@ -81,29 +81,25 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
                       builder="local", runner="local", cost_model="xgb",
                       measure_callbacks=callbacks)
     else:
-        from tuner.engine.builder import PersistentBuilder
         from tuner.app.config import load_tune_config
-        from tuner.app.tuning import make_contexts, make_cost_model, make_runner, make_search
-
-        cfg = load_tune_config()
-        if population:
-            cfg["search_params"]["population_size"] = int(population)
-        t_start = time.perf_counter()
-        builder = PersistentBuilder(max_workers=info.num_cores, target_kinds=("llvm",),
-                                    timeout_sec=cfg["builder"]["timeout_sec"])
-        builder.warm_up()
-        runner = make_runner(cfg["runner"], ("llvm",))
-        ctxs = make_contexts([task], info.target, make_search("evolutionary",
-                             cfg["search_params"]), work_dir, seed, info.num_cores)
+        from tuner.app.tuning import build_session
         from tuner.engine.scheduler import EagerGradientScheduler
 
+        # MetaTune's set-up (persistent builder, target-only intrinsics, no-repeat search)
+        # with MetaSchedule's own cost model and search, so that only the set-up differs.
+        cfg = load_tune_config(overrides=[
+            "cost_model=xgb", "search=evolutionary", f"seed={seed}",
+            *([f"search_params.population_size={population}"] if population else [])])
+        t_start = time.perf_counter()
+        session = build_session(cfg, info)
+        ctxs = session.contexts([task], work_dir)
         database = ms.database.JSONDatabase(work_dir=work_dir)
         EagerGradientScheduler().tune(
             tasks=ctxs, task_weights=[1.0], max_trials_global=trials,
-            max_trials_per_task=trials, num_trials_per_iter=16, builder=builder, runner=runner,
-            measure_callbacks=callbacks, database=database,
-            cost_model=make_cost_model("xgb", info.num_cores))
-        builder.shutdown()
+            max_trials_per_task=trials, num_trials_per_iter=16, builder=session.builder,
+            runner=session.runner, measure_callbacks=callbacks, database=database,
+            cost_model=session.cost_model)
+        session.close()
     t_end = time.perf_counter()
     result = {
         "variant": variant, "seed": seed, "trials": progress.done,

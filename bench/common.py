@@ -42,7 +42,8 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
         f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
         *overrides])
     try:
-        outcome = tune(tasks, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
+        outcome = tune(tasks, target_info=info, cfg=cfg, work_dir=work_dir,
+                       database=ms.database.JSONDatabase(work_dir=work_dir))
     except BaseException:
         print(f"tuning failed; its work dir (logs, database) is kept: {work_dir}",
               file=sys.stderr)

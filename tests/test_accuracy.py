@@ -86,4 +86,4 @@ def test_xfer_refuses_data_of_another_target():
 
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
     with pytest.raises(ConfigError, match="collect data for cuda"):
-        make_cost_model("xgb-xfer", 1, None, {"data": "data/llvm/train"}, cuda)
+        make_cost_model("xgb-xfer", num_cores=1, xfer={"data": "data/llvm/train"}, target=cuda)

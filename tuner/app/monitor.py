@@ -9,6 +9,7 @@ import math
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
@@ -189,6 +190,33 @@ class MonitorCallback(PyMeasureCallback):
               runner_results) -> None:
         for monitor in self.monitors:
             monitor.observe(task_id, builder_results, runner_results)
+
+
+@derived_object
+class ErrorLogCallback(PyMeasureCallback):
+    """Append each failed build or run of one workload to a JSON-lines file, and count the
+    valid ones.
+
+    Args:
+        path: The file (one ``{"workload", "stage", "error"}`` object per line).
+        workload: The workload's name.
+        on_valid: Called with the number of valid measurements of each batch.
+    """
+
+    def __init__(self, *, path: str, workload: str, on_valid: Callable[[int], object]) -> None:
+        self.path = path
+        self.workload = workload
+        self.on_valid = on_valid
+
+    def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            for b, r in zip(builds, runs):
+                if b.error_msg or r.error_msg:
+                    stage = "build" if b.error_msg else "run"
+                    f.write(json.dumps({"workload": self.workload, "stage": stage,
+                                        "error": error_summary(b.error_msg or r.error_msg)})
+                            + "\n")
+        self.on_valid(sum(not (b.error_msg or r.error_msg) for b, r in zip(builds, runs)))
 
 
 def read_curves(work_dir: str) -> list[dict]:

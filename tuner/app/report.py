@@ -6,10 +6,55 @@ import json
 import os
 from typing import Any
 
+from metatune.provenance import machine_info
+from tuner.app.config import preset_of
 from tuner.app.monitor import read_curves
 
 REPORT_FILE = "report.json"
 CURVES_PNG = "tuning_curves.png"
+
+
+
+def build_report(*, cfg: dict[str, Any], network, tasks: list, target_info, outcome,
+                 work_dir: str) -> dict[str, Any]:
+    """``report.json``'s content after tuning, before evaluation (latencies still ``None``).
+
+    Args:
+        cfg: The tune configuration (plain dict).
+        network: The :class:`tuner.engine.networks.Network` tuned.
+        tasks: Its :class:`tuner.engine.tasks.TaskInfo` list, in tuning order.
+        target_info: The :class:`tuner.engine.targets.TargetInfo` tuned for.
+        outcome: The :class:`tuner.app.tuning.TuningOutcome`.
+        work_dir: The work directory.
+    """
+    return {
+        "network": network.name,
+        "input_shape": list(network.input_shape),
+        "target": target_info.description,
+        "preset": preset_of(cfg),
+        "cost_model": cfg["cost_model"],
+        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
+        "search": cfg["search"],
+        "trials": cfg["trials"],
+        "trials_run": outcome.trials_run,
+        "trials_total": outcome.trials_before + outcome.trials_run,
+        "failures": outcome.failures,
+        "common_errors": [{"error": e, "count": c} for e, c in outcome.errors],
+        "tuning_seconds": round(outcome.tuning_seconds, 2),
+        "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
+                              if outcome.trials_run else None),
+        "rounds": outcome.rounds,
+        "tasks": [
+            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b}
+            for t, b in zip(tasks, outcome.best_ms)
+        ],
+        "notes": network.notes,
+        "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
+        "check_error": None,
+        "machine": machine_info(),
+        "config": cfg,
+        "work_dir": work_dir,
+    }
 
 
 def write_report(work_dir: str, report: dict[str, Any]) -> str:

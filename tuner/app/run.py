@@ -7,9 +7,8 @@ import os
 import time
 from typing import Any
 
-from metatune.provenance import machine_info
-from tuner.app.config import REPO_ROOT, preset_of, validate
-from tuner.app.report import format_report, plot_curves, write_report
+from tuner.app.config import REPO_ROOT, validate
+from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
 from tuner.engine.database import ensure_work_dir, open_database
 from tuner.engine.evaluate import check_output, compile_tuned, compile_untuned, time_torch
@@ -76,42 +75,18 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
 
         writer = SummaryWriter(log_dir=os.path.join(work_dir, "tensorboard"))
     try:
-        outcome = tune(tasks, target_info, database, cfg, work_dir, writer=writer)
+        outcome = tune(tasks, target_info=target_info, database=database, cfg=cfg,
+                       work_dir=work_dir, writer=writer)
     finally:
         if writer is not None:
             writer.close()
 
-    report: dict[str, Any] = {
-        "network": network.name,
-        "input_shape": list(network.input_shape),
-        "target": target_info.description,
-        "preset": preset_of(cfg),
-        "cost_model": cfg["cost_model"],
-        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
-        "search": cfg["search"],
-        "trials": cfg["trials"],
-        "trials_run": outcome.trials_run,
-        "trials_total": outcome.trials_before + outcome.trials_run,
-        "failures": outcome.failures,
-        "common_errors": [{"error": e, "count": c} for e, c in outcome.errors],
-        "tuning_seconds": round(outcome.tuning_seconds, 2),
-        "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
-                              if outcome.trials_run else None),
-        "rounds": outcome.rounds,
-        "tasks": [
-            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b}
-            for t, b in zip(tasks, outcome.best_ms)
-        ],
-        "notes": network.notes,
-        "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
-        "check_error": None,
-        "machine": machine_info(),
-        "config": cfg,
-        "work_dir": work_dir,
-    }
+    report = build_report(cfg=cfg, network=network, tasks=tasks, target_info=target_info,
+                          outcome=outcome, work_dir=work_dir)
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg["evaluate"]["enabled"]:
-        evaluate_into(report, network, target_info, database, cfg["evaluate"])
+        evaluate_into(report, network=network, target_info=target_info, database=database,
+                      ecfg=cfg["evaluate"])
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
     print(format_report(report), flush=True)
@@ -120,7 +95,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def evaluate_into(report: dict[str, Any], network, target_info, database,
+def evaluate_into(report: dict[str, Any], *, network, target_info, database,
                   ecfg: dict[str, Any]) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
     x = network.example_input()

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from metatune.config import REPO_ROOT, default_checkpoint
 from metatune.errors import ConfigError
@@ -17,6 +18,7 @@ from tuner.engine.database import best_seconds_per_task, measured_per_task
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
 from tuner.engine.scheduler import EagerGradientScheduler
+from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
 from tuner.models import COST_MODELS
 from tuner.models.cost_model import MetaTuneCostModel, load_net
@@ -50,7 +52,7 @@ class TuningOutcome:
     rounds: dict = field(default_factory=dict)
 
 
-def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
+def make_cost_model(name: str, *, num_cores: int, metatune: dict | None = None,
                     xfer: dict | None = None, target=None):
     """A cost model by name: ``metatune``, MetaSchedule's ``xgb``, ``mlp``, ``random``, or
     ``xgb-xfer`` (XGBoost with transfer from the dataset's training split).
@@ -100,7 +102,7 @@ def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
     return ms.cost_model.CostModel.create(name)
 
 
-def make_search(name: str, params: dict, clock=None, seed: int = 0):
+def make_search(name: str, params: dict, *, clock=None, seed: int = 0):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
@@ -176,7 +178,7 @@ def task_loggers(work_dir: str, names: list[str]) -> list:
     return loggers
 
 
-def make_contexts(tasks: list[TaskInfo], target, search, work_dir: str, seed: int,
+def make_contexts(tasks: list[TaskInfo], *, target, search, work_dir: str, seed: int,
                   num_threads: int) -> list:
     """One ``TuneContext`` per task, in the same order as ``tasks``."""
     from tvm.s_tir import meta_schedule as ms
@@ -194,7 +196,72 @@ def make_contexts(tasks: list[TaskInfo], target, search, work_dir: str, seed: in
     ]
 
 
-def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
+@dataclass
+class Session:
+    """What one tuning session measures with, built once by :func:`build_session`.
+
+    Attributes:
+        target: The :class:`tuner.engine.targets.TargetInfo` tuned for.
+        cost_model: The MetaSchedule cost model (see :func:`make_cost_model`).
+        builder: The persistent builder pool, warmed up (shut down by :meth:`close`).
+        runner: MetaSchedule's ``LocalRunner`` with a pre-initialized worker.
+        clock: The :class:`tuner.app.rounds.RoundClock` the search reports to.
+        search: The search strategy, wrapped to never measure a schedule twice.
+        seed: The session's seed (tune contexts' random states, the BO sampler).
+    """
+
+    target: TargetInfo
+    cost_model: Any
+    builder: PersistentBuilder
+    runner: Any
+    clock: RoundClock
+    search: Any
+    seed: int
+
+    def contexts(self, tasks: list[TaskInfo], work_dir: str) -> list:
+        """One ``TuneContext`` per task (see :func:`make_contexts`), searching with a clone
+        of the session's search."""
+        return make_contexts(tasks, target=self.target.target, search=self.search,
+                             work_dir=work_dir, seed=self.seed,
+                             num_threads=self.target.num_cores)
+
+    def close(self) -> None:
+        """Shut the builder pool down."""
+        self.builder.shutdown()
+
+
+def build_session(cfg: dict, target: TargetInfo) -> Session:
+    """The cost model, builder, runner and search of one tuning session, by configuration.
+
+    ``tune()``, the dataset collector and the trial-overhead benchmark all build their
+    sessions here.
+
+    Args:
+        cfg: The tune configuration's ``cost_model``, ``metatune``, ``xfer``, ``builder``,
+            ``runner``, ``search``, ``search_params`` and ``seed`` (plain dict).
+        target: The :class:`tuner.engine.targets.TargetInfo` to tune for.
+
+    Raises:
+        ConfigError: An unknown cost model or search, or a bad search parameter.
+        tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
+    """
+    cost_model = make_cost_model(cfg["cost_model"], num_cores=target.num_cores,
+                                 metatune=cfg.get("metatune"), xfer=cfg.get("xfer"),
+                                 target=target.target)
+    kinds = (target.kind,)
+    builder = PersistentBuilder(
+        max_workers=int(cfg["builder"]["workers"] or target.num_cores),
+        timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
+    builder.warm_up()
+    runner = make_runner(cfg["runner"], kinds)
+    clock = RoundClock()
+    search = make_search(cfg["search"], dict(cfg["search_params"]), clock=clock,
+                         seed=int(cfg["seed"]))
+    return Session(target=target, cost_model=cost_model, builder=builder, runner=runner,
+                   clock=clock, search=search, seed=int(cfg["seed"]))
+
+
+def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: str,
          writer=None) -> TuningOutcome:
     """Tune ``tasks`` until the database holds ``cfg['trials']`` measurements of them.
 
@@ -231,28 +298,18 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         logger.info("resuming: %d measurements in the database, %d to go",
                     trials_before, remaining)
 
-    cost_model = make_cost_model(cfg["cost_model"], target_info.num_cores, cfg["metatune"],
-                                 cfg["xfer"], target_info.target)
-    kinds = (target_info.kind,)
-    builder = PersistentBuilder(
-        max_workers=int(cfg["builder"]["workers"] or target_info.num_cores),
-        timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
-    builder.warm_up()
-    runner = make_runner(cfg["runner"], kinds)
-    clock = RoundClock()
-    search = make_search(cfg["search"], dict(cfg["search_params"]), clock, int(cfg["seed"]))
-    contexts = make_contexts(tasks, target_info.target, search, work_dir, int(cfg["seed"]),
-                             target_info.num_cores)
+    session = build_session(cfg, target_info)
+    contexts = session.contexts(tasks, work_dir)
     names = [t.name for t in tasks]
     failures = FailureMonitor(max_failed_rounds=int(cfg["max_failed_rounds"]), task_names=names)
     progress = ProgressMonitor(
         task_names=names, task_weights=[t.weight for t in tasks], best_seconds=best,
         budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
         show_bar=bool(cfg["progress"]))
-    rounds = RoundMonitor(clock, names, work_dir, writer, trials_before)
+    rounds = RoundMonitor(session.clock, names, work_dir, writer, trials_before)
     # Order matters: the batch is scored before the cost model learns from it
     # (UpdateCostModel is among the defaults), and the round closes after the update.
-    callbacks = [BatchAccuracyCallback(clock, cost_model, progress.best),
+    callbacks = [BatchAccuracyCallback(session.clock, session.cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
                  MonitorCallback([failures, progress, rounds])]
     per_task = cfg["trials_per_task"]
@@ -264,11 +321,11 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
             max_trials_global=remaining,
             max_trials_per_task=int(per_task) if per_task else remaining,
             num_trials_per_iter=int(cfg["trials_per_round"]),
-            builder=builder,
-            runner=runner,
+            builder=session.builder,
+            runner=session.runner,
             measure_callbacks=callbacks,
             database=database,
-            cost_model=cost_model,
+            cost_model=session.cost_model,
         )
     except Exception as err:
         if failures.stalled is not None:
@@ -276,7 +333,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         raise
     finally:
         progress.close()
-        builder.shutdown()
+        session.close()
     seconds = time.perf_counter() - start
     return TuningOutcome(
         trials_before=trials_before,
