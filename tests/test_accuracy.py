@@ -83,7 +83,9 @@ def test_xfer_refuses_data_of_another_target():
 
     from metatune.errors import ConfigError
     from tuner.app.tuning import make_cost_model
+    from tuner.models.params import XferConfig
 
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
     with pytest.raises(ConfigError, match="collect data for cuda"):
-        make_cost_model("xgb-xfer", num_cores=1, xfer={"data": "data/llvm/train"}, target=cuda)
+        make_cost_model("xgb-xfer", num_cores=1, xfer=XferConfig(data="data/llvm/train"),
+                        target=cuda)

@@ -168,3 +168,12 @@ def test_a_failing_cold_sampler_falls_back_to_the_regular_one(context_and_candid
     batch = ctx2.generate_measure_candidates()
     assert batch is not None and len(batch) == 8 and search.cold_failed
     assert "sampler failed" in caplog.text and "block no longer exists" in caplog.text
+
+
+def test_bo_settings_are_validated_where_they_are_made():
+    from metatune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="acquisition"):
+        BOConfig(acquisition="ei")
+    with pytest.raises(ConfigError, match="max_history"):
+        BOConfig(max_history=2)

@@ -9,7 +9,8 @@ from typing import Any, Optional
 from metatune.config import REPO_ROOT, merge_config
 from metatune.errors import ConfigError
 from tuner.models import COST_MODELS
-from tuner.search.params import ACQUISITIONS, ENGINES, SEARCHES, BOConfig
+from tuner.models.params import MetaTuneModelConfig, XferConfig
+from tuner.search.params import SEARCHES, BOConfig
 
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 
@@ -62,25 +63,6 @@ class EvaluateConfig:
     untuned_repeat: int = 3
     torch: bool = True
     torch_compile: bool = False
-
-
-@dataclass
-class MetaTuneModelConfig:
-    """The MetaTune cost model (``cost_model=metatune``)."""
-
-    checkpoint: Optional[str] = None  # default: checkpoints/llvm-<graph>.ckpt
-    graph: str = "super"
-    from_scratch: bool = False
-    adapt_steps: int = 5
-    adapt_lr: float = 0.01
-
-
-@dataclass
-class XferConfig:
-    """Where ``xgb-xfer`` finds its pre-training data and caches its base model."""
-
-    data: str = "data/llvm/train"
-    cache_dir: str = "work/cache"
 
 
 #: The paper's framework names: preset -> the settings it stands for.
@@ -175,23 +157,8 @@ def validate(cfg: dict[str, Any]) -> None:
     if cfg["cost_model"] not in COST_MODELS:
         raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of "
                           f"{', '.join(COST_MODELS)}")
-    if cfg["metatune"]["graph"] not in ("super", "plain"):
-        raise ConfigError(f"metatune.graph={cfg['metatune']['graph']!r}: choose super or plain")
-    bo = cfg["search_params"]["bo"]
-    if bo["acquisition"] not in ACQUISITIONS:
-        raise ConfigError(f"search_params.bo.acquisition={bo['acquisition']!r}: choose "
-                          f"{' or '.join(ACQUISITIONS)}")
-    if bo["engine"] not in ENGINES:
-        raise ConfigError(f"search_params.bo.engine={bo['engine']!r}: choose "
-                          f"{' or '.join(ENGINES)}")
-    if bo["device"] not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"search_params.bo.device={bo['device']!r}: choose auto, cpu or cuda")
-    if min(bo["pool_size"], bo["population"], bo["mc_samples"]) <= 0 or bo["max_history"] < 4 \
-            or min(bo["genetic_iters"], bo["carry"], bo["cold_population"],
-                   bo["cold_genetic_iters"]) < 0:
-        raise ConfigError("search_params.bo: pool_size, population and mc_samples must be "
-                          "positive, genetic_iters, carry and the cold_* settings not "
-                          "negative, max_history >= 4")
+    MetaTuneModelConfig(**cfg["metatune"])  # validates metatune.*
+    BOConfig(**cfg["search_params"]["bo"])  # validates search_params.bo.*
     if cfg["search"] not in SEARCHES:
         raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
     if cfg["batch"] <= 0:

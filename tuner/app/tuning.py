@@ -23,6 +23,7 @@ from tuner.engine.tasks import TaskInfo
 from tuner.models import COST_MODELS
 from tuner.models.cost_model import MetaTuneCostModel, load_net
 from tuner.models.mlp import make_mlp_model
+from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
 from tuner.search.bo import BatchBOSearch
 from tuner.search.params import SEARCHES, BOConfig
@@ -52,16 +53,16 @@ class TuningOutcome:
     rounds: dict = field(default_factory=dict)
 
 
-def make_cost_model(name: str, *, num_cores: int, metatune: dict | None = None,
-                    xfer: dict | None = None, target=None):
+def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig | None = None,
+                    xfer: XferConfig | None = None, target=None):
     """A cost model by name: ``metatune``, MetaSchedule's ``xgb``, ``mlp``, ``random``, or
     ``xgb-xfer`` (XGBoost with transfer from the dataset's training split).
 
     Args:
         name: The cost model.
         num_cores: Cores XGBoost may use.
-        metatune: The ``metatune`` config section (checkpoint, graph, ...).
-        xfer: The ``xfer`` config section (``data``, ``cache_dir``) for ``xgb-xfer``.
+        metatune: The ``metatune`` settings (checkpoint, graph, ...; default: the defaults).
+        xfer: The ``xfer`` settings (``data``, ``cache_dir``) for ``xgb-xfer``.
         target: The ``tvm.target.Target`` (``xgb-xfer`` extracts features for it).
 
     Raises:
@@ -74,28 +75,26 @@ def make_cost_model(name: str, *, num_cores: int, metatune: dict | None = None,
     if name not in COST_MODELS:
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
     if name == "metatune":
-        m = metatune or {}
+        m = metatune or MetaTuneModelConfig()
         kind = str(target.kind.name) if target is not None else "llvm"
         # Measurements differ per target: the default checkpoint is the target kind's own.
-        net = load_net(m.get("checkpoint") or default_checkpoint(kind, m.get("graph", "super")),
-                       from_scratch=bool(m.get("from_scratch")))
-        return MetaTuneCostModel(net=net, graph=m.get("graph", "super"),
-                                 adapt_steps=int(m.get("adapt_steps", 5)),
-                                 adapt_lr=float(m.get("adapt_lr", 0.01)))
+        net = load_net(m.checkpoint or default_checkpoint(kind, m.graph),
+                       from_scratch=bool(m.from_scratch))
+        return MetaTuneCostModel(net=net, graph=m.graph, adapt_steps=int(m.adapt_steps),
+                                 adapt_lr=float(m.adapt_lr))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
-        x = xfer or {}
+        x = xfer or XferConfig()
         rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
-        data = rel(x.get("data", "data/llvm/train"))
+        data = rel(x.data)
         kind = str(target.kind.name) if target is not None else "llvm"
         if os.path.basename(os.path.dirname(os.path.normpath(data))) not in (kind, ""):
             raise ConfigError(
                 f"xgb-xfer pre-trains on {data}, measured for another target than {kind}: "
                 f"collect data for {kind} (python collect.py run target={kind} "
                 f"out=data/{kind}) and pass xfer.data=data/{kind}/train")
-        base = base_booster(data, target, num_cores,
-                            rel(x.get("cache_dir", "work/cache")))
+        base = base_booster(data, target, num_cores, rel(x.cache_dir))
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
         return make_mlp_model()
@@ -245,8 +244,9 @@ def build_session(cfg: dict, target: TargetInfo) -> Session:
         ConfigError: An unknown cost model or search, or a bad search parameter.
         tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
     """
-    cost_model = make_cost_model(cfg["cost_model"], num_cores=target.num_cores,
-                                 metatune=cfg.get("metatune"), xfer=cfg.get("xfer"),
+    sections = {"metatune": MetaTuneModelConfig, "xfer": XferConfig}
+    typed = {k: t(**cfg[k]) if k in cfg else None for k, t in sections.items()}
+    cost_model = make_cost_model(cfg["cost_model"], num_cores=target.num_cores, **typed,
                                  target=target.target)
     kinds = (target.kind,)
     builder = PersistentBuilder(

@@ -24,6 +24,7 @@ from metatune.errors import MetaTuneError
 from metatune.graph import NODE_FEATURES, encode
 from metatune.maml import adapt, head_params, predict
 from metatune.model import MetaTuneNet
+from tuner.models.params import MetaTuneModelConfig
 from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,9 @@ class MetaTuneCostModel(PyCostModel):
             hash): the search scores many candidates several times per round.
     """
 
-    def __init__(self, *, net, graph: str = "super", adapt_steps: int = 5,
-                 adapt_lr: float = 0.01, max_support: int = 256,
+    def __init__(self, *, net, graph: str = MetaTuneModelConfig.graph,
+                 adapt_steps: int = MetaTuneModelConfig.adapt_steps,
+                 adapt_lr: float = MetaTuneModelConfig.adapt_lr, max_support: int = 256,
                  cache_size: int = 8192) -> None:
         super().__init__()
         self.net = net.eval()

@@ -34,7 +34,7 @@ from tuner.engine.database import as_candidate
 from tuner.engine.norepeat import measured_schedules
 from tuner.search.bo_select import default_device, select_batch
 from tuner.search.knobs import KnobSpace
-from tuner.search.params import ACQUISITIONS, ENGINES, BOConfig
+from tuner.search.params import BOConfig
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +52,7 @@ class BatchBOSearch(PySearchStrategy):
     def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0) -> None:
         super().__init__()
         self.evolutionary = dict(evolutionary)
-        self.params = params or BOConfig()
-        if self.params.acquisition not in ACQUISITIONS:
-            raise ValueError(f"unknown acquisition {self.params.acquisition!r}: "
-                             f"choose {', '.join(ACQUISITIONS)}")
-        if self.params.engine not in ENGINES:
-            raise ValueError(f"unknown BO engine {self.params.engine!r}: "
-                             f"choose {', '.join(ENGINES)}")
+        self.params = params or BOConfig()  # validated when it was made
         self.seed = int(seed)
         self.inner = None
         self.cold = None

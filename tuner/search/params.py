@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metatune.errors import ConfigError
+
 #: The searches ``search=`` may name (see :func:`tuner.app.tuning.make_search`).
 SEARCHES = ("bo", "evolutionary", "replay")
 #: The batch acquisitions of :func:`tuner.search.bo_select.select_batch`.
@@ -47,3 +49,25 @@ class BOConfig:
     device: str = "auto"
     cold_population: int = 0
     cold_genetic_iters: int = 0
+
+    def __post_init__(self) -> None:
+        """Check the settings: a ``BOConfig`` that exists is valid.
+
+        Raises:
+            ConfigError: The first invalid setting, with what to do.
+        """
+        if self.acquisition not in ACQUISITIONS:
+            raise ConfigError(f"search_params.bo.acquisition={self.acquisition!r}: choose "
+                              f"{' or '.join(ACQUISITIONS)}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"search_params.bo.engine={self.engine!r}: choose "
+                              f"{' or '.join(ENGINES)}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"search_params.bo.device={self.device!r}: choose auto, cpu or "
+                              "cuda")
+        if min(self.pool_size, self.population, self.mc_samples) <= 0 or self.max_history < 4 \
+                or min(self.genetic_iters, self.carry, self.cold_population,
+                       self.cold_genetic_iters) < 0:
+            raise ConfigError("search_params.bo: pool_size, population and mc_samples must be "
+                              "positive, genetic_iters, carry and the cold_* settings not "
+                              "negative, max_history >= 4")
