@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 NETWORK ?= alexnet
 ARGS ?=
 
-.PHONY: env tune test test-all bench clean
+.PHONY: env tune lint test test-all bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ env: $(VENV)/.installed
 
 tune: env
 	$(PY) tune.py --network $(NETWORK) $(ARGS)
+
+lint: env
+	$(VENV)/bin/ruff check .
 
 test: env
 	$(PY) -m pytest -q $(ARGS)

@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
             import logging
 
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-            from tuner.collect import run_collect
+            from tuner.app.collect import run_collect
 
             summary = run_collect(cfg)
         else:
-            from tuner.collect import summarize
+            from tuner.app.collect import summarize
 
             summary = summarize(cfg["out"], cfg["work_dir"])
     except MetaTuneError as err:

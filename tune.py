@@ -25,7 +25,7 @@ FLAGS = {
 
 def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     """Parse flags and dotlist overrides into (yaml path, dotlist)."""
-    from tuner.config import DEFAULT_TUNE_YAML
+    from tuner.app.config import DEFAULT_TUNE_YAML
 
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
     yaml_path, dotlist = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        from tuner.app import run_tune
-        from tuner.config import load_tune_config
+        from tuner.app.run import run_tune
+        from tuner.app.config import load_tune_config
 
         run_tune(load_tune_config(yaml_path, dotlist))
     except MetaTuneError as err:

@@ -26,10 +26,10 @@ def candidates(n: int, seed: int) -> list:
     """``n`` random postprocessed scheduled functions of the benchmark task."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
 
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
@@ -57,7 +57,7 @@ def main() -> None:
     import torch
 
     from metatune.graph import encode
-    from tuner.report import machine_info
+    from metatune.provenance import machine_info
 
     torch.set_num_threads(1)
     funcs = candidates(args.candidates, args.seed)

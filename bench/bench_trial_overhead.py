@@ -44,13 +44,13 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
     """Run one variant in this (fresh) process and write its measurements to ``out``."""
     t_process = time.perf_counter()
     sys.path.insert(0, REPO)
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
 
     name, _, population = variant.partition(":")
     if name == "metatune":
-        from tuner.intrinsics import load_tensor_intrinsics
+        from tuner.engine.intrinsics import load_tensor_intrinsics
 
         load_tensor_intrinsics(("llvm",))
     import logging
@@ -62,7 +62,7 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
     task = next(t for t in extract_tasks(load_network("resnet-18").relax_mod, info.target)
                 if t.name == TASK)
     work_dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
-    from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+    from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 
     names = [task.name]
     progress = ProgressMonitor(task_names=names, task_weights=[1], best_seconds=[None],
@@ -81,29 +81,25 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
                       builder="local", runner="local", cost_model="xgb",
                       measure_callbacks=callbacks)
     else:
-        from tuner.builder import PersistentBuilder
-        from tuner.config import load_tune_config
-        from tuner.tuning import make_contexts, make_cost_model, make_runner, make_search
+        from tuner.app.config import load_tune_config
+        from tuner.app.tuning import build_session
+        from tuner.engine.scheduler import EagerGradientScheduler
 
-        cfg = load_tune_config()
-        if population:
-            cfg["search_params"]["population_size"] = int(population)
+        # MetaTune's set-up (persistent builder, target-only intrinsics, no-repeat search)
+        # with MetaSchedule's own cost model and search, so that only the set-up differs.
+        cfg = load_tune_config(overrides=[
+            "cost_model=xgb", "search=evolutionary", f"seed={seed}",
+            *([f"search_params.population_size={population}"] if population else [])])
         t_start = time.perf_counter()
-        builder = PersistentBuilder(max_workers=info.num_cores, target_kinds=("llvm",),
-                                    timeout_sec=cfg["builder"]["timeout_sec"])
-        builder.warm_up()
-        runner = make_runner(cfg["runner"], ("llvm",), info.num_cores)
-        ctxs = make_contexts([task], info.target, make_search("evolutionary",
-                             cfg["search_params"]), work_dir, seed, info.num_cores)
-        from tuner.scheduler import EagerGradientScheduler
-
+        session = build_session(cfg, info)
+        ctxs = session.contexts([task], work_dir)
         database = ms.database.JSONDatabase(work_dir=work_dir)
         EagerGradientScheduler().tune(
             tasks=ctxs, task_weights=[1.0], max_trials_global=trials,
-            max_trials_per_task=trials, num_trials_per_iter=16, builder=builder, runner=runner,
-            measure_callbacks=callbacks, database=database,
-            cost_model=make_cost_model("xgb", info.num_cores))
-        builder.shutdown()
+            max_trials_per_task=trials, num_trials_per_iter=16, builder=session.builder,
+            runner=session.runner, measure_callbacks=callbacks, database=database,
+            cost_model=session.cost_model)
+        session.close()
     t_end = time.perf_counter()
     result = {
         "variant": variant, "seed": seed, "trials": progress.done,
@@ -199,7 +195,7 @@ def main() -> None:
         worker(args.worker[0], int(args.worker[1]), args.trials, args.worker[2])
         return
     sys.path.insert(0, REPO)
-    from tuner.report import machine_info
+    from metatune.provenance import machine_info
 
     doc = {"command": "python " + " ".join(sys.argv), "trials": args.trials, "runs": []}
     if os.path.exists(args.out):  # resume: keep finished runs of the same set-up

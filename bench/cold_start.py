@@ -63,14 +63,14 @@ def default_workloads(checkpoint_json: str) -> list[str]:
 
 
 def workload_task(name: str):
-    """A :class:`tuner.tasks.TaskInfo` for a workload of the dataset's generator
+    """A :class:`tuner.engine.tasks.TaskInfo` for a workload of the dataset's generator
     (``configs/collect.yaml``'s ``per_kind`` and ``seed``)."""
     import tvm
     from omegaconf import OmegaConf
     from tvm.s_tir import meta_schedule as ms
 
     from metatune.workloads import training_workloads
-    from tuner.tasks import TaskInfo
+    from tuner.engine.tasks import TaskInfo
 
     collect = OmegaConf.load(os.path.join(REPO, "configs", "collect.yaml"))
     by_name = {w.name: w for w in training_workloads(collect.per_kind, collect.seed)}

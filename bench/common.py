@@ -15,25 +15,25 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
-    """Tune ``tasks`` on the local CPU with ``tune.py``'s own loop (:func:`tuner.tuning.tune`)
+    """Tune ``tasks`` on the local CPU with ``tune.py``'s own loop (:func:`tuner.app.tuning.tune`)
     in a fresh temporary work dir, removed afterwards (kept if tuning raises).
 
     Args:
-        tasks: :class:`tuner.tasks.TaskInfo` list.
+        tasks: :class:`tuner.engine.tasks.TaskInfo` list.
         overrides: Tune config overrides (preset, trials, trials_per_round, seed, ...).
         prefix: Prefix of the temporary work dir's name.
 
     Returns:
-        ``(outcome, rounds, curves)``: the :class:`tuner.tuning.TuningOutcome`, the work
+        ``(outcome, rounds, curves)``: the :class:`tuner.app.tuning.TuningOutcome`, the work
         dir's ``rounds.jsonl`` rows (none when no round ran) and its ``curves.jsonl`` rows.
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.config import load_tune_config
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.monitor import read_curves
-    from tuner.targets import resolve_target
-    from tuner.tuning import tune
+    from tuner.app.config import load_tune_config
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.app.monitor import read_curves
+    from tuner.engine.targets import resolve_target
+    from tuner.app.tuning import tune
 
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
@@ -42,7 +42,8 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
         f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
         *overrides])
     try:
-        outcome = tune(tasks, info, ms.database.JSONDatabase(work_dir=work_dir), cfg, work_dir)
+        outcome = tune(tasks, target_info=info, cfg=cfg, work_dir=work_dir,
+                       database=ms.database.JSONDatabase(work_dir=work_dir))
     except BaseException:
         print(f"tuning failed; its work dir (logs, database) is kept: {work_dir}",
               file=sys.stderr)
@@ -75,9 +76,9 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         ``rounds`` (``rounds.jsonl`` rows) and ``curve`` (``[trial, best ms so far]``).
     """
     sys.path.insert(0, REPO)
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
 
     tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target)
     matching = [t for t in tasks if t.name == task_name]
@@ -100,7 +101,7 @@ def provenance(script: str) -> dict:
         script: The script's file name under ``bench/``.
     """
     sys.path.insert(0, REPO)
-    from tuner.report import machine_info
+    from metatune.provenance import machine_info
 
     m = machine_info()
     return {"command": f"python bench/{script} " + shlex.join(sys.argv[1:]), "date": m["date"],

@@ -2,7 +2,7 @@
 
 MetaTune (super-graph and plain checkpoints) against MetaSchedule's XGBoost from scratch
 (``xgb``) and pre-trained on the training split (``xgb-Xfer``), at k = 0, 8, 16, 32, 64
-support samples, on the same workloads, query sets and seeds; see :mod:`tuner.accuracy`.
+support samples, on the same workloads, query sets and seeds; see :mod:`tuner.app.accuracy`.
 Writes ``docs/model-accuracy.{md,json}``.
 
 Usage:
@@ -83,12 +83,13 @@ def main() -> None:
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint
-    from tuner.accuracy import MetaTuneMethod, XGBMethod, evaluate, load_eval_workloads, summarize
-    from tuner.config import load_tune_config
-    from tuner.cost_model import load_net
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.targets import resolve_target
-    from tuner.xgb_transfer import base_booster
+    from tuner.app.accuracy import (MetaTuneMethod, XGBMethod, evaluate, load_eval_workloads,
+                                    summarize)
+    from tuner.app.config import load_tune_config
+    from tuner.models.cost_model import load_net
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.engine.targets import resolve_target
+    from tuner.models.xgb_transfer import base_booster
 
     tune_cfg = load_tune_config()
     steps = args.adapt_steps or int(tune_cfg["metatune"]["adapt_steps"])

@@ -24,9 +24,9 @@ from bench.common import REPO, geomean, median, provenance, tune_tasks, write_re
 
 def conv_tasks(network: str, pack: bool, names: list[str] | None, limit: int) -> list:
     """The network's conv tasks (heaviest first), extracted with or without packing."""
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
 
     tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target,
                           pack_weights=pack)
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--out", default=os.path.join(REPO, "docs/bench/pack_weights"))
     args = p.parse_args(argv)
-    from tuner.runtime import runtime_info
-    from tuner.targets import resolve_target
+    from tuner.engine.runtime import runtime_info
+    from tuner.engine.targets import resolve_target
 
     arms = {"packed": conv_tasks(args.network, True, args.tasks, args.limit),
             "plain": conv_tasks(args.network, False, args.tasks, args.limit)}

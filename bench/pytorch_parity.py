@@ -97,7 +97,7 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
 
     import torch
 
-    from tuner.networks import builtin_module, fold_batch_norm
+    from tuner.engine.networks import builtin_module, fold_batch_norm
 
     torch.set_num_threads(num_threads)
     model, _ = fold_batch_norm(builtin_module(network))
@@ -217,7 +217,8 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
                   "best measured schedule of its TVM task (matched by FLOPs; the task adds "
                   "bias and activation), seed 0 at the largest budget run.", "",
                   "| network | layer | in, out, k, stride, groups, size | MFLOP | TVM task | "
-                  "TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |", "|---|---|---|---|---|---|---|---|"]
+                  "TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |",
+                  "|---|---|---|---|---|---|---|---|"]
         for net, c in conv_rows:
             ratio = (c["tvm_gflops"] / c["torch_gflops"]) if c["tvm_gflops"] else None
             lines.append(f"| {net} | {c['layer']} | {', '.join(map(str, c['shape']))} | "
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                         run_stage(net, seed, budget, args.work_root, args.overrides)
                 last = load_record(net, seed, budgets[-1])
                 if last is not None and seed == min(args.seeds) and "convs" not in last:
-                    from tuner.targets import resolve_target
+                    from tuner.engine.targets import resolve_target
 
                     cores = resolve_target("llvm").num_cores
                     last["convs"] = match_tasks(onednn_convs(net, cores), last["tasks"])

@@ -48,9 +48,9 @@ def measure(mods: list, info) -> list[float | None]:
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-    from tuner.builder import PersistentBuilder
-    from tuner.monitor import result_seconds
-    from tuner.tuning import make_runner
+    from tuner.engine.builder import PersistentBuilder
+    from tuner.app.monitor import result_seconds
+    from tuner.app.tuning import make_runner
 
     builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=120,
                                 target_kinds=(info.kind,))
@@ -74,19 +74,18 @@ def measure(mods: list, info) -> list[float | None]:
 
 def run_network(network: str, seed: int) -> dict:
     """Default, zero-shot and one-round latency of every task of ``network``."""
-    from tuner.config import load_tune_config
-    from tuner.networks import load_network
-    from tuner.runtime import runtime_info
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
-    from tuner.tuning import make_cost_model
-    from tuner.zero_shot import PredictConfig, predict_best
+    from tuner.app.config import load_tune_config
+    from tuner.engine.networks import load_network
+    from tuner.engine.runtime import runtime_info
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
+    from tuner.app.tuning import build_cost_model
+    from tuner.search.zero_shot import PredictConfig, predict_best
 
     info = resolve_target("llvm")
     cfg = load_tune_config(overrides=[f"seed={seed}"])
     tasks = extract_tasks(load_network(network).relax_mod, info.target)
-    model = make_cost_model(cfg["cost_model"], info.num_cores, cfg["metatune"], cfg["xfer"],
-                            info.target)
+    model = build_cost_model(cfg, info)
     mods = [t.extracted.dispatched[0] for t in tasks]
     picks = [predict_best(m, info.target, model, PredictConfig(**cfg["predict_unmeasured"]),
                           seed=seed, num_threads=info.num_cores, task_name=t.name)

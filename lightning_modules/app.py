@@ -10,6 +10,7 @@ from typing import Any
 
 from metatune.config import REPO_ROOT, default_checkpoint, merge_config
 from metatune.errors import ConfigError
+from metatune.provenance import machine_info
 
 logger = logging.getLogger("metatune.train")
 DEFAULT_TRAIN_YAML = os.path.join(REPO_ROOT, "configs", "train.yaml")
@@ -169,8 +170,6 @@ def write_provenance(checkpoint: str, cfg: dict[str, Any], dm, metrics: dict[str
     """
     import json
     import sys
-
-    from tuner.report import machine_info
 
     path = os.path.splitext(checkpoint)[0] + ".json"
     doc = {

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from metatune.graph import encode
 from metatune.records import ReadStats, iter_records, read_workload_json
 
 logger = logging.getLogger(__name__)
@@ -152,8 +153,6 @@ def workload_order(split_dir: str) -> list[dict]:
 
 
 def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:
-    from metatune.graph import encode
-
     graphs: dict[str, list] = {}
     for item in iter_replayed(split_dir):
         graph = encode(item.sch.mod["main"], mode)

@@ -11,7 +11,7 @@ import gzip
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
@@ -43,13 +43,35 @@ class Record:
 
     @property
     def valid(self) -> bool:
-        """Whether the measurement succeeded."""
-        return bool(self.run_secs) and all(0 < s < FAILED_SECONDS for s in self.run_secs)
+        """Whether the measurement succeeded (see :func:`measured_seconds`)."""
+        return measured_seconds(self.run_secs) is not None
 
     @property
     def mean_seconds(self) -> float | None:
         """Mean run time, or ``None`` when invalid."""
-        return sum(self.run_secs) / len(self.run_secs) if self.valid else None
+        return measured_seconds(self.run_secs)
+
+
+def measured_seconds(run_secs: Sequence | None, error_msg: str | None = None) -> float | None:
+    """The mean run time of one measurement in seconds, or ``None`` when it failed.
+
+    The one rule for a failed measurement, used wherever run times are read (records,
+    runner results, the database): a measurement failed when it carries an error message,
+    has no run times, or has a run time outside ``(0, FAILED_SECONDS)``.
+
+    Args:
+        run_secs: The measurement's run times (floats, or TVM ``FloatImm`` s), or ``None``.
+        error_msg: The runner's error message, if any (a ``RunnerResult``'s ``error_msg``).
+
+    Returns:
+        The mean of the run times, or ``None``.
+    """
+    if error_msg or not run_secs:
+        return None
+    secs = [float(s) for s in run_secs]
+    if not all(0 < s < FAILED_SECONDS for s in secs):
+        return None
+    return sum(secs) / len(secs)
 
 
 @dataclass

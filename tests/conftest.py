@@ -36,8 +36,8 @@ def context_and_candidates():
     from tvm.s_tir import meta_schedule as ms
 
     from metatune.workloads import Workload
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.targets import resolve_target
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.engine.targets import resolve_target
 
     load_tensor_intrinsics(("llvm",))
     mod = tvm.IRModule({"main": Workload("conv2d", 16, 14, 32, 3, 1).prim_func()})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.accuracy import EvalWorkload, evaluate, relative_targets, split_indices, summarize
-from tuner.xgb_transfer import _discount
+from tuner.app.accuracy import EvalWorkload, evaluate, relative_targets, split_indices, summarize
+from tuner.models.xgb_transfer import _discount
 
 
 def test_query_set_is_fixed_across_k_and_disjoint_from_support():
@@ -57,9 +57,9 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from tuner.accuracy import load_eval_workloads
-    from tuner.targets import resolve_target
-    from tuner.xgb_transfer import XferXGBModel, base_booster
+    from tuner.app.accuracy import load_eval_workloads
+    from tuner.engine.targets import resolve_target
+    from tuner.models.xgb_transfer import XferXGBModel, base_booster
 
     target = resolve_target("llvm").target
     split = str(tiny_data / "ds" / "train")
@@ -82,8 +82,10 @@ def test_xfer_refuses_data_of_another_target():
     import tvm
 
     from metatune.errors import ConfigError
-    from tuner.tuning import make_cost_model
+    from tuner.app.tuning import make_cost_model
+    from tuner.models.params import XferConfig
 
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
     with pytest.raises(ConfigError, match="collect data for cuda"):
-        make_cost_model("xgb-xfer", 1, None, {"data": "data/llvm/train"}, cuda)
+        make_cost_model("xgb-xfer", num_cores=1, xfer=XferConfig(data="data/llvm/train"),
+                        target=cuda)

@@ -8,7 +8,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "bench"))
 
-import compare_frameworks as cf  # noqa: E402
+from frameworks import page, plan, stats  # noqa: E402
 
 
 def _run(preset, seed, curve, rounds=None):
@@ -19,37 +19,37 @@ def _run(preset, seed, curve, rounds=None):
 
 def test_trials_to_reach_and_best_at():
     curve = [[16, 5.0], [32, 3.0], [48, 2.0]]
-    assert cf.trials_to_reach(curve, 3.0) == 32 and cf.trials_to_reach(curve, 1.0) is None
-    assert cf.best_at(curve, 40) == 3.0 and cf.best_at(curve, 8) is None
+    assert stats.trials_to_reach(curve, 3.0) == 32 and stats.trials_to_reach(curve, 1.0) is None
+    assert stats.best_at(curve, 40) == 3.0 and stats.best_at(curve, 8) is None
 
 
 def test_summarize_compares_with_xgb():
     runs = [_run("xgb", 0, [[16, 4.0], [32, 3.0]]), _run("xgb", 1, [[16, 5.0], [32, 3.0]]),
             _run("meta-BO-T", 0, [[16, 3.0], [32, 2.4]]),
             _run("meta-BO-T", 1, [[16, 2.9], [32, 2.0]])]
-    s = cf.summarize(runs, ["xgb", "meta-BO-T"], 32, 16)["net/t"]
+    s = stats.summarize(runs, ["xgb", "meta-BO-T"], 32, 16)["net/t"]
     assert s["xgb"]["final_over_xgb"] == 1.0
     assert s["meta-BO-T"]["final_over_xgb"] == 2.2 / 3.0
     assert s["meta-BO-T"]["trials_to_xgb_best"] == [16, 16]
     assert s["meta-BO-T"]["curve_median_ms"] == [2.95, 2.2]
     summary = {"net/t": s}
-    overall = cf.overall(summary, ["xgb", "meta-BO-T"])
+    overall = stats.overall(summary, ["xgb", "meta-BO-T"])
     assert overall["meta-BO-T"]["tasks_better"] == 1
     assert overall["meta-BO-T"]["median_trials_to_xgb_best"] == 16
     assert overall["meta-BO-T"]["first_round_geomean_over_xgb"] == 2.95 / 4.5
     assert overall["xgb"]["geomean_over_xgb"] == 1.0
-    early = cf.early_accuracy(summary, ["xgb", "meta-BO-T"])
+    early = stats.early_accuracy(summary, ["xgb", "meta-BO-T"])
     assert early["xgb"]["mse"][0] == 0.1 and early["xgb"]["mse"][1] is None
-    page = cf.markdown({"command": "c", "date": "d", "machine": "m", "trials": 32, "batch": 16,
+    text = page.markdown({"command": "c", "date": "d", "machine": "m", "trials": 32, "batch": 16,
                         "seeds": [0, 1], "summary": summary, "png": {"net/t": "x.png"},
                         "overall": overall, "early_accuracy": early, "png_accuracy": "a.png"})
-    assert "meta-BO-T" in page and "## All tasks" in page and "| xgb | MSE | 0.100 | - |" in page
+    assert "meta-BO-T" in text and "## All tasks" in text and "| xgb | MSE | 0.100 | - |" in text
 
 
 def test_overall_counts_runs_that_never_reach_xgb():
     runs = [_run("xgb", 0, [[16, 3.0], [32, 2.0]]), _run("xgb", 1, [[16, 3.0], [32, 2.0]]),
             _run("mlp", 0, [[16, 4.0], [32, 3.0]]), _run("mlp", 1, [[16, 1.0], [32, 1.0]])]
-    overall = cf.overall(cf.summarize(runs, ["xgb", "mlp"], 32, 16), ["xgb", "mlp"])
+    overall = stats.overall(stats.summarize(runs, ["xgb", "mlp"], 32, 16), ["xgb", "mlp"])
     assert overall["mlp"]["runs_reaching_xgb_best"] == 1 and overall["mlp"]["runs"] == 2
     assert overall["mlp"]["median_trials_to_xgb_best"] is None  # median of 16 and never
 
@@ -84,13 +84,13 @@ def test_network_reports_are_copied_to_the_runs_dir_and_read_back(tmp_path):
     args = argparse.Namespace(networks=["alexnet"], presets=["xgb", "meta-BO"], network_trials=8,
                               runs_dir=str(tmp_path / "runs"), work_root=str(tmp_path / "work"),
                               report_only=True, network_seeds=[0], overrides=[])
-    assert cf.tune_networks(args) == [report]  # the unfinished run is left out, not run
+    assert plan.tune_networks(args) == [report]  # the unfinished run is left out, not run
     assert json.loads((tmp_path / "runs" / "net-alexnet-xgb-t8.json").read_text()) == report
     (work / "report.json").unlink()
-    assert cf.tune_networks(args) == [report]  # read back from the runs dir
-    row = cf.network_rows([report])[0]
+    assert plan.tune_networks(args) == [report]  # read back from the runs dir
+    row = stats.network_rows([report])[0]
     assert row["speedup_over_untuned"] == 30.0 and row["tuning_minutes"] == 1.0
-    row = cf.network_rows([dict(report, tasks=[{"best_ms": 1.0}, {"best_ms": None}])])[0]
+    row = stats.network_rows([dict(report, tasks=[{"best_ms": 1.0}, {"best_ms": None}])])[0]
     assert row["tasks"] == 2 and row["tasks_measured"] == 1
 
 
@@ -106,32 +106,32 @@ def test_network_seeds_have_their_own_records_and_rows_take_medians(tmp_path):
 
     runs = tmp_path / "runs"
     runs.mkdir()
-    assert cf.network_run_name("alexnet", "xgb", 8, 0) == "net-alexnet-xgb-t8"
+    assert plan.network_run_name("alexnet", "xgb", 8, 0) == "net-alexnet-xgb-t8"
     for seed, tuned in ((0, 30.0), (1, 20.0), (2, 45.0)):
-        name = cf.network_run_name("alexnet", "xgb", 8, seed)
+        name = plan.network_run_name("alexnet", "xgb", 8, seed)
         (runs / f"{name}.json").write_text(json.dumps(report(seed, tuned)))
     args = argparse.Namespace(networks=["alexnet"], presets=["xgb"], network_trials=8,
                               runs_dir=str(runs), work_root=str(tmp_path / "work"),
                               report_only=True, network_seeds=[0, 1, 2, 3], overrides=[])
-    reports = cf.tune_networks(args)
+    reports = plan.tune_networks(args)
     assert [r["config"]["seed"] for r in reports] == [0, 1, 2]  # seed 3 not run yet
-    (row,) = cf.network_rows(reports)
+    (row,) = stats.network_rows(reports)
     assert row["seeds"] == [0, 1, 2] and row["tuned_ms_per_seed"] == [30.0, 20.0, 45.0]
     assert row["tuned_ms"] == 30.0 and row["speedup_over_untuned"] == 30.0
     assert row["tuning_minutes"] == 2.0 and row["tasks_measured"] == 1
-    assert "about 1.0 rounds per measured task" in cf._rounds_note([row])
+    assert "about 1.0 rounds per measured task" in page._rounds_note([row])
 
 
 def test_time_curve_accumulates_round_seconds_and_reaches_xgb_best():
     rounds = [{"trial": 16, "search_s": 1.0, "measure_s": 4.0, "update_s": 1.0},
               {"trial": 32, "search_s": 1.0, "measure_s": 3.0, "update_s": 0.0}]
     fast = _run("meta-BO-T", 0, [[16, 3.5], [32, 2.0]], rounds)
-    assert cf.time_curve(fast) == [[6.0, 3.5], [10.0, 2.0]]
+    assert stats.time_curve(fast) == [[6.0, 3.5], [10.0, 2.0]]
     slow = _run("xgb", 0, [[16, 4.0], [32, 3.0]], [dict(r, measure_s=20.0) for r in rounds])
-    s = cf.summarize([slow, fast], ["xgb", "meta-BO-T"], 32, 16)["net/t"]
+    s = stats.summarize([slow, fast], ["xgb", "meta-BO-T"], 32, 16)["net/t"]
     assert s["meta-BO-T"]["seconds_to_xgb_best"] == [10.0]
     assert s["xgb"]["seconds_to_xgb_best"] == [43.0]  # 22 + 21 s
-    assert cf.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"][
+    assert stats.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"][
         "median_seconds_to_xgb_best"] == 10.0
 
 
@@ -157,24 +157,24 @@ def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
     fast = _run("meta-BO-T", 0, [[16, 3.0], [32, 2.5]], rounds)  # done after 10 s
     slow = _run("xgb", 0, [[16, 4.0], [32, 2.0]],
                 [dict(r, measure_s=9.0) for r in rounds])  # 10 s, then 20 s
-    assert cf.equal_time_budgets([fast, slow]) == {0: 10.0}
-    s = cf.summarize([slow, fast], ["xgb", "meta-BO-T"], 32, 16)["net/t"]
+    assert stats.equal_time_budgets([fast, slow]) == {0: 10.0}
+    s = stats.summarize([slow, fast], ["xgb", "meta-BO-T"], 32, 16)["net/t"]
     assert s["xgb"]["equal_time_ms"] == [4.0] and s["meta-BO-T"]["equal_time_ms"] == [2.5]
     assert s["meta-BO-T"]["equal_time_over_xgb"] == 2.5 / 4.0
     assert s["meta-BO-T"]["final_over_xgb"] == 2.5 / 2.0
-    o = cf.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"]
+    o = stats.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"]
     assert o["equal_time_geomean_over_xgb"] == 2.5 / 4.0 and o["geomean_over_xgb"] == 1.25
     doc = {"presets": ["xgb", "meta-BO-T"], "summary": {"net/t": s}}
-    assert cf.losses(doc) == ["- net/t, final best: meta-BO-T 2.500 ms is behind xgb 2.000 ms "
+    assert page.losses(doc) == ["- net/t, final best: meta-BO-T 2.500 ms is behind xgb 2.000 ms "
                               "(1.250x)"]
     # seed 1 has only xgb's run (the seed under way): no equal-time budget for it yet
-    assert cf.equal_time_budgets([fast, slow, dict(slow, seed=1)]) == {0: 10.0}
+    assert stats.equal_time_budgets([fast, slow, dict(slow, seed=1)]) == {0: 10.0}
     # a record without round timings counts for no budget
     untimed = dict(fast, rounds=[{"trial": 16, "measure_s": None}])
-    assert cf.equal_time_budgets([untimed, slow]) == {}
+    assert stats.equal_time_budgets([untimed, slow]) == {}
     win = _run("meta-BO-T", 0, [[16, 3.0], [32, 1.5]], rounds)
-    doc["summary"] = cf.summarize([slow, win], ["xgb", "meta-BO-T"], 32, 16)
-    assert cf.losses(doc)[0].startswith("- nowhere")
+    doc["summary"] = stats.summarize([slow, win], ["xgb", "meta-BO-T"], 32, 16)
+    assert page.losses(doc)[0].startswith("- nowhere")
 
 
 def test_losses_and_pytorch_bullets_for_networks():
@@ -185,10 +185,10 @@ def test_losses_and_pytorch_bullets_for_networks():
     rows = [row("xgb", 40.0, 15.0, 14.0), row("xgb-Xfer", 30.0, 17.0, 14.0),
             row("meta-BO-T", 33.0, 16.0, 14.0)]
     doc = {"presets": ["xgb", "xgb-Xfer", "meta-BO-T"], "summary": {}, "networks": rows}
-    assert cf.losses(doc) == ["- alexnet end to end: meta-BO-T 33.00 ms is behind xgb-Xfer "
+    assert page.losses(doc) == ["- alexnet end to end: meta-BO-T 33.00 ms is behind xgb-Xfer "
                               "30.00 ms (1.100x)"]
-    assert cf.versus_pytorch(rows) == ["- alexnet: the fastest TVM build (xgb-Xfer, 30.00 ms) "
+    assert page.versus_pytorch(rows) == ["- alexnet: the fastest TVM build (xgb-Xfer, 30.00 ms) "
                                        "takes 1.88x PyTorch eager's (16.00 ms) and 2.14x "
                                        "torch.compile's (14.00 ms)"]
-    assert cf.losses({"presets": ["meta-BO-T"], "summary": {}, "networks": rows}) == [
+    assert page.losses({"presets": ["meta-BO-T"], "summary": {}, "networks": rows}) == [
         "- nothing to compare yet"]

@@ -19,9 +19,9 @@ SMALL = ["preset=xgb", "search_params.population_size=64",
 
 @pytest.fixture
 def conv_task():
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
 
     net = load_network(model_spec="tests.models:tiny_convnet", input_shape=(8, 16, 16))
     tasks = extract_tasks(net.relax_mod, resolve_target("llvm").target)
@@ -41,13 +41,13 @@ def test_tune_tasks_measures_rounds_and_removes_its_work_dir(conv_task, tmp_path
 
 def test_tune_tasks_keeps_its_work_dir_when_tuning_fails(conv_task, tmp_path, monkeypatch,
                                                          capsys):
-    import tuner.tuning
+    import tuner.app.tuning
 
     def fail(*args, **kwargs):
         raise RuntimeError("builder died")
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(tuner.tuning, "tune", fail)
+    monkeypatch.setattr(tuner.app.tuning, "tune", fail)
     with pytest.raises(RuntimeError, match="builder died"):
         common.tune_tasks([conv_task], [*SMALL, "trials=8"], prefix="bench-test-")
     kept = list(tmp_path.glob("bench-test-*"))

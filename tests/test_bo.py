@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tvm.s_tir import meta_schedule as ms
 
-from tuner.bo import BatchBOSearch
-from tuner.config import BOConfig
-from tuner.bo_select import greedy_batch, select_batch
-from tuner.knobs import KnobSpace, knob_values, signature
+from tuner.search.bo import BatchBOSearch
+from tuner.search.bo_select import greedy_batch, select_batch
+from tuner.search.knobs import KnobSpace, knob_values, signature
+from tuner.search.params import BOConfig
 
 
 def test_knob_vectors(context_and_candidates):
@@ -99,7 +99,7 @@ def test_search_never_repeats_and_survives_failures(context_and_candidates):
 
 def test_preloaded_records_serve_as_history_without_a_second_replay(
         context_and_candidates, monkeypatch):
-    import tuner.norepeat
+    import tuner.engine.norepeat
     from tvm_ffi import structural_hash
 
     ctx, cands = context_and_candidates
@@ -113,7 +113,7 @@ def test_preloaded_records_serve_as_history_without_a_second_replay(
     def no_replay(*_):
         raise AssertionError("records replayed twice")
 
-    monkeypatch.setattr(tuner.norepeat, "measured_schedules", no_replay)
+    monkeypatch.setattr(tuner.engine.norepeat, "measured_schedules", no_replay)
     ctx2.pre_tuning(max_trials=8, num_trials_per_iter=8,
                     design_spaces=ctx2.generate_design_space(),
                     database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
@@ -168,3 +168,12 @@ def test_a_failing_cold_sampler_falls_back_to_the_regular_one(context_and_candid
     batch = ctx2.generate_measure_candidates()
     assert batch is not None and len(batch) == 8 and search.cold_failed
     assert "sampler failed" in caplog.text and "block no longer exists" in caplog.text
+
+
+def test_bo_settings_are_validated_where_they_are_made():
+    from metatune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="acquisition"):
+        BOConfig(acquisition="ei")
+    with pytest.raises(ConfigError, match="max_history"):
+        BOConfig(max_history=2)

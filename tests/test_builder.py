@@ -6,8 +6,8 @@ import os
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
-from tuner.builder import PersistentBuilder
-from tuner.targets import resolve_target
+from tuner.engine.builder import PersistentBuilder
+from tuner.engine.targets import resolve_target
 
 
 def _add_one_module() -> tvm.IRModule:

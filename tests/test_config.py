@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from metatune.errors import ConfigError
-from tuner.config import load_tune_config
+from tuner.app.config import load_tune_config
 
 
 def test_defaults_load_from_yaml():

@@ -7,7 +7,7 @@ import pytest
 import torch
 from tvm.s_tir import meta_schedule as ms
 
-from tuner.cost_model import CheckpointError, MetaTuneCostModel, load_net
+from tuner.models.cost_model import CheckpointError, MetaTuneCostModel, load_net
 
 
 def _model() -> MetaTuneCostModel:

@@ -10,9 +10,9 @@ import pytest
 import tune
 from metatune.errors import (DatabaseCorruptError, ModelImportError, TargetUnavailableError,
                              UnknownNetworkError, WorkDirError)
-from tuner.database import RECORD_FILE, WORKLOAD_FILE, check_database_files, ensure_work_dir
-from tuner.networks import load_network
-from tuner.targets import resolve_target
+from tuner.engine.database import RECORD_FILE, WORKLOAD_FILE, check_database_files, ensure_work_dir
+from tuner.engine.networks import load_network
+from tuner.engine.targets import resolve_target
 
 
 def test_unknown_network_lists_choices():

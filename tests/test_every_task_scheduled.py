@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from tuner.app import run_tune
-from tuner.config import load_tune_config
-from tuner.database import RECORD_FILE
-from tuner.scheduler import RoundBudget, round_size
+from tuner.app.run import run_tune
+from tuner.app.config import load_tune_config
+from tuner.engine.database import RECORD_FILE
+from tuner.engine.scheduler import RoundBudget, round_size
 
 
 def test_round_size_shares_the_first_pass_and_cuts_the_last_round():
@@ -27,7 +27,7 @@ def test_with_predictions_serves_a_stored_pick(context_and_candidates, tmp_path)
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from tuner.zero_shot import open_predictions, with_predictions
+    from tuner.search.zero_shot import open_predictions, with_predictions
 
     ctx, candidates = context_and_candidates
     store = open_predictions(str(tmp_path))
@@ -68,11 +68,11 @@ def test_every_task_is_measured_or_predicted_and_correct(starved):
 
 
 def test_the_compile_finds_each_predicted_schedule(starved):
-    from tuner.database import open_database
-    from tuner.networks import load_network
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks
-    from tuner.zero_shot import with_predictions
+    from tuner.engine.database import open_database
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
+    from tuner.search.zero_shot import with_predictions
 
     work, report = starved
     target = resolve_target("llvm").target

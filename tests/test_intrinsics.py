@@ -8,7 +8,7 @@ import sys
 
 def test_llvm_loads_cpu_intrinsics_without_cuda():
     code = (
-        "import sys, platform; from tuner.intrinsics import load_tensor_intrinsics;"
+        "import sys, platform; from tuner.engine.intrinsics import load_tensor_intrinsics;"
         "load_tensor_intrinsics(('llvm',));"
         "import tvm.s_tir.tensor_intrin;"  # must now be a no-op
         "assert 'tvm.s_tir.tensor_intrin.cuda' not in sys.modules;"
@@ -21,7 +21,7 @@ def test_llvm_loads_cpu_intrinsics_without_cuda():
 
 
 def test_unknown_kind_falls_back_to_everything():
-    from tuner.intrinsics import submodules_for
+    from tuner.engine.intrinsics import submodules_for
 
     assert submodules_for("opencl") is None
     assert submodules_for("cuda") == ("cuda",)

@@ -8,7 +8,8 @@ import pytest
 from tvm.s_tir import meta_schedule as ms
 
 from metatune.errors import TuningStalledError
-from tuner.monitor import FailureMonitor, ProgressMonitor, read_curves, result_seconds
+from metatune.records import measured_seconds
+from tuner.app.monitor import FailureMonitor, ProgressMonitor, read_curves
 
 
 def _results(n_ok: int, n_build_fail: int):
@@ -19,10 +20,15 @@ def _results(n_ok: int, n_build_fail: int):
     return builds, runs
 
 
-def test_result_seconds():
-    assert result_seconds(ms.runner.RunnerResult([0.002, 0.004], None)) == pytest.approx(0.003)
-    assert result_seconds(ms.runner.RunnerResult(None, "boom")) is None
-    assert result_seconds(ms.runner.RunnerResult([1e10], None)) is None
+def test_measured_seconds_is_the_one_failure_rule():
+    def seconds(result):
+        return measured_seconds(result.run_secs, result.error_msg)
+
+    assert seconds(ms.runner.RunnerResult([0.002, 0.004], None)) == pytest.approx(0.003)
+    assert seconds(ms.runner.RunnerResult(None, "boom")) is None
+    assert seconds(ms.runner.RunnerResult([1e10], None)) is None
+    assert measured_seconds([0.5, 1e10]) is None and measured_seconds([0.0]) is None
+    assert measured_seconds([]) is None and measured_seconds(None) is None
 
 
 def test_stalls_after_consecutive_empty_rounds(caplog):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.networks import load_network
-from tuner.targets import resolve_target
-from tuner.tasks import extract_tasks, format_task_table
+from tuner.engine.networks import load_network
+from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import extract_tasks, format_task_table
 
 # (tasks, of which convolutions) after batch-norm folding, legalize + fuse, on llvm.
 EXPECTED = {"alexnet": (13, 5), "resnet-18": (19, 15), "vgg-16": (19, 9), "squeezenet": (33, 22)}

@@ -6,10 +6,10 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from tvm_ffi import structural_hash
 
-from tuner.networks import load_network
-from tuner.norepeat import measured_schedules
-from tuner.targets import resolve_target
-from tuner.tasks import extract_tasks
+from tuner.engine.networks import load_network
+from tuner.engine.norepeat import measured_schedules
+from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import extract_tasks
 
 
 def test_stored_candidates_hash_as_proposed(tmp_path):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from metatune.errors import ConfigError
-from tuner.config import load_tune_config, preset_of
-from tuner.rounds import RoundClock, RoundMonitor, batch_accuracy
+from tuner.app.config import load_tune_config, preset_of
+from tuner.app.rounds import RoundClock, RoundMonitor, batch_accuracy
 
 
 def test_batch_accuracy_perfect_and_reversed():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
-from tuner.targets import host_num_cores, resolve_target
-from tuner.tuning import make_runner
+from tuner.engine.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
+from tuner.engine.targets import host_num_cores, resolve_target
+from tuner.app.tuning import make_runner
 
 #: A count that TVM's own default (half the hardware threads) never gives on CI's 2 cores.
 THREADS = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tuner.scheduler import EagerGradientScheduler
+from tuner.engine.scheduler import EagerGradientScheduler
 
 
 def _scheduler(history: dict[int, list[float]]) -> EagerGradientScheduler:

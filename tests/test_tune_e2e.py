@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from tuner.app import run_tune
-from tuner.config import load_tune_config
-from tuner.database import RECORD_FILE
+from tuner.app.run import run_tune
+from tuner.app.config import load_tune_config
+from tuner.engine.database import RECORD_FILE
 
 
 def _records(work_dir) -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.engine.intrinsics import load_tensor_intrinsics
+
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -78,8 +80,6 @@ def extract_tasks(relax_mod, target, pack_weights: bool = True) -> list[TaskInfo
     """
     import tvm
     from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract
-
-    from tuner.intrinsics import load_tensor_intrinsics
 
     load_tensor_intrinsics((target.kind.name,))
     with target, tvm.transform.PassContext(opt_level=3):

@@ -21,6 +21,11 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import MetaTuneError
+from metatune.graph import NODE_FEATURES, encode
+from metatune.maml import adapt, head_params, predict
+from metatune.model import MetaTuneNet
+from tuner.models.params import MetaTuneModelConfig
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +45,8 @@ def load_net(checkpoint: str | None, *, from_scratch: bool = False, hidden: int 
     Raises:
         CheckpointError: The checkpoint is missing or cannot be loaded.
     """
+    # Lightning only to read the checkpoint: kept lazy, out of the tuner's start-up.
     from lightning_modules.meta import MetaModule
-    from metatune.graph import NODE_FEATURES
-    from metatune.model import MetaTuneNet
 
     if from_scratch:
         return MetaTuneNet(NODE_FEATURES, hidden, 2, hidden)
@@ -83,8 +87,9 @@ class MetaTuneCostModel(PyCostModel):
             hash): the search scores many candidates several times per round.
     """
 
-    def __init__(self, *, net, graph: str = "super", adapt_steps: int = 5,
-                 adapt_lr: float = 0.01, max_support: int = 256,
+    def __init__(self, *, net, graph: str = MetaTuneModelConfig.graph,
+                 adapt_steps: int = MetaTuneModelConfig.adapt_steps,
+                 adapt_lr: float = MetaTuneModelConfig.adapt_lr, max_support: int = 256,
                  cache_size: int = 8192) -> None:
         super().__init__()
         self.net = net.eval()
@@ -109,8 +114,6 @@ class MetaTuneCostModel(PyCostModel):
         from torch_geometric.data import Batch
         from tvm_ffi import structural_hash
 
-        from metatune.graph import encode
-
         keys = [structural_hash(c.sch.mod) for c in candidates]
         todo = [i for i, k in enumerate(keys) if k not in self._cache]
         if todo:
@@ -129,11 +132,9 @@ class MetaTuneCostModel(PyCostModel):
 
     def update(self, context, candidates, results) -> None:
         """Fine-tune the head on the task's measurements so far (failed ones skipped)."""
-        from metatune.maml import adapt, head_params
-        from tuner.monitor import result_seconds
 
         state = self.tasks.setdefault(self._key(context), TaskState())
-        secs = [result_seconds(r) for r in results]
+        secs = [measured_seconds(r.run_secs, r.error_msg) for r in results]
         keep = [i for i, s in enumerate(secs) if s is not None]
         if not keep:
             return
@@ -153,8 +154,6 @@ class MetaTuneCostModel(PyCostModel):
 
     def predict(self, context, candidates) -> np.ndarray:
         """Scores (higher is better), a float64 array in the candidates' order."""
-        from metatune.maml import head_params, predict
-
         state = self.tasks.get(self._key(context))
         params = state.fast if state and state.fast else head_params(self.net.head)
         with torch.no_grad():

@@ -23,8 +23,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from metatune.records import RECORD_FILE, WORKLOAD_FILE
+from metatune.provenance import machine_info
+from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
+                              read_workload_hashes)
 from metatune.workloads import training_workloads
+from tuner.engine.database import (check_database_files, ensure_work_dir,
+                                   valid_and_measured_per_task)
+from tuner.engine.intrinsics import load_tensor_intrinsics
+from tuner.engine.networks import load_network
+from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import extract_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +77,6 @@ def train_entries(per_kind: int, seed: int, samples: int) -> list[Entry]:
 def heldout_entries(networks: tuple[str, ...], target, samples: int) -> list[Entry]:
     """Every distinct convolution task of the networks, as entries."""
     from tvm_ffi import structural_hash
-
-    from tuner.networks import load_network
-    from tuner.tasks import extract_tasks
 
     seen: dict[int, Entry] = {}
     for net in networks:
@@ -138,13 +143,8 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
 
-    from tuner.builder import PersistentBuilder
-    from tuner.database import (check_database_files, ensure_work_dir,
-                                 valid_and_measured_per_task)
-    from tuner.intrinsics import load_tensor_intrinsics
-    from tuner.report import machine_info
-    from tuner.targets import resolve_target
-    from tuner.tuning import make_runner, task_loggers
+    # These import TVM: lazy, so that ``collect.py summary`` runs without it.
+    from tuner.app.tuning import build_session, task_loggers
 
     info = resolve_target(cfg["target"])
     load_tensor_intrinsics((info.kind,))
@@ -157,11 +157,7 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     if cfg.get("limit"):
         plans = {k: v[: cfg["limit"]] for k, v in plans.items()}
 
-    builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=cfg["builder_timeout_sec"],
-                                target_kinds=(info.kind,))
-    builder.warm_up()
-    runner = make_runner({**cfg["runner"], "enable_cpu_cache_flush": False}, (info.kind,),
-                         info.num_cores)
+    session = build_session(session_config(cfg), info)
     try:
         for split, entries in plans.items():
             work = os.path.join(cfg["work_dir"], split)
@@ -182,9 +178,11 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
                 start, first = time.perf_counter(), measured
                 while valid < entry.samples and measured < 2 * entry.samples:
                     bar.set_postfix_str(entry.name)
-                    _measure(entry, min(entry.samples - valid, 2 * entry.samples - measured),
-                             measured, info, database, builder, runner, work, cfg, bar,
-                             task_loggers(work, [_file_safe(entry.name)])[0])
+                    _measure(entry, remaining=min(entry.samples - valid,
+                                                  2 * entry.samples - measured),
+                             have=measured, session=session, database=database, work=work,
+                             cfg=cfg, bar=bar,
+                             task_logger=task_loggers(work, [_file_safe(entry.name)])[0])
                     before = measured
                     (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
                     if measured == before:  # the design space has nothing new left
@@ -198,43 +196,51 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
             bar.close()
             pack(work, out)
     finally:
-        builder.shutdown()
+        session.close()
     return summarize(cfg["out"])
 
 
-def _measure(entry: Entry, remaining: int, have: int, info, database, builder, runner,
-             work: str, cfg: dict, bar, task_logger) -> None:
-    """Measure ``remaining`` random candidates of one workload into ``database``."""
-    from tvm.ir.utils import derived_object
+def session_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The tuning session the collector measures with: random traces of the design space
+    (``replay``, never a schedule twice), no cost model to speak of (``random``), a builder
+    per core and the collect config's runner without cache flushing."""
+    return {"cost_model": "random", "search": "replay", "search_params": {},
+            "seed": cfg["seed"],
+            "builder": {"workers": None, "timeout_sec": cfg["builder_timeout_sec"]},
+            "runner": {**cfg["runner"], "enable_cpu_cache_flush": False}}
+
+
+def _measure(entry: Entry, *, remaining: int, have: int, session, database, work: str,
+             cfg: dict, bar, task_logger) -> None:
+    """Measure ``remaining`` random candidates of one workload into ``database``.
+
+    Args:
+        entry: The workload.
+        remaining: Candidates to measure.
+        have: Candidates measured before (seeds this call's random stream).
+        session: The :class:`tuner.app.tuning.Session` measuring.
+        database: The split's MetaSchedule database.
+        work: The split's work dir (its error log goes there).
+        cfg: The collect configuration.
+        bar: The progress bar, advanced per valid sample.
+        task_logger: MetaSchedule's logger for this workload.
+    """
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-    from tuner.monitor import error_summary
-    from tuner.norepeat import NoRepeatSearch
+    from tuner.app.monitor import ErrorLogCallback
 
-    @derived_object
-    class _Log(PyMeasureCallback):
-        def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:
-            with open(os.path.join(work, ERROR_FILE), "a", encoding="utf-8") as f:
-                for b, r in zip(builds, runs):
-                    if b.error_msg or r.error_msg:
-                        stage = "build" if b.error_msg else "run"
-                        f.write(json.dumps({"workload": entry.name, "stage": stage,
-                                            "error": error_summary(b.error_msg or r.error_msg)})
-                                + "\n")
-            bar.update(sum(not (b.error_msg or r.error_msg) for b, r in zip(builds, runs)))
-
+    log = ErrorLogCallback(path=os.path.join(work, ERROR_FILE), workload=entry.name,
+                           on_valid=bar.update)
     ctx = ms.TuneContext(
-        mod=entry.mod, target=info.target, space_generator="post-order-apply",
-        search_strategy=NoRepeatSearch(ms.search_strategy.ReplayTrace()),
-        task_name=_file_safe(entry.name),
+        mod=entry.mod, target=session.target.target, space_generator="post-order-apply",
+        search_strategy=session.search.clone(), task_name=_file_safe(entry.name),
         logger=task_logger, rand_state=_stream_seed(cfg["seed"], entry.name, have),
-        num_threads=info.num_cores)
+        num_threads=session.target.num_cores)
     ms.tune_tasks(
         tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
-        num_trials_per_iter=min(remaining, cfg["trials_per_round"]), builder=builder,
-        runner=runner, database=database, cost_model="random",
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), _Log()])
+        num_trials_per_iter=min(remaining, cfg["trials_per_round"]), builder=session.builder,
+        runner=session.runner, database=database, cost_model=session.cost_model,
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log])
 
 
 def write_meta(cfg: dict, split: str, entries: list[Entry], info, machine: dict,
@@ -274,8 +280,6 @@ def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
         out_dir: The packed dataset directory (``<out>/<split>/...``).
         work_dir: Read the (fresher) working copy instead where it exists.
     """
-    from metatune.records import ReadStats, iter_records, read_workload_hashes
-
     summary: dict[str, Any] = {}
     for split in SPLITS:
         meta_path = os.path.join(out_dir, split, "meta.json")

@@ -4,7 +4,7 @@
 round). Each fresh worker imports TVM and its tensor intrinsics inside its first,
 time-limited job; on this machine that import alone took 29 s of the 30 s budget and
 builds failed in cascades. Here the pool is created once, its workers run
-:func:`tuner.intrinsics.worker_initializer` (no timeout) before their first job, and a
+:func:`tuner.engine.intrinsics.worker_initializer` (no timeout) before their first job, and a
 worker killed by a timeout is restarted the same way. Workers are recycled after
 ``max_uses`` builds to bound memory growth (the reason LocalBuilder restarts its pool).
 """
@@ -21,7 +21,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
-from tuner.intrinsics import worker_initializer
+from tuner.engine.intrinsics import worker_initializer
 
 logger = logging.getLogger(__name__)
 

@@ -95,7 +95,7 @@ def worker_initializer(kinds: tuple[str, ...] = ("llvm",), num_threads: int | No
             keeps what the environment says.
     """
     if num_threads is not None:
-        from tuner.runtime import configure_tvm_threads
+        from tuner.engine.runtime import configure_tvm_threads
 
         configure_tvm_threads(num_threads)
     load_tensor_intrinsics(kinds)

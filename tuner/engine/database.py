@@ -9,6 +9,7 @@ import shutil
 from collections import Counter
 
 from metatune.errors import DatabaseCorruptError, WorkDirError
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -151,8 +152,7 @@ def valid_and_measured_per_task(database, task_mods: list) -> list[tuple[int, in
     for r in database.get_all_tuning_records():
         key = structural_hash(r.workload.mod)
         total[key] += 1
-        secs = [float(s) for s in r.run_secs] if r.run_secs else []
-        valid[key] += int(bool(secs) and all(0 < s < 1e9 for s in secs))
+        valid[key] += int(measured_seconds(r.run_secs) is not None)
     keys = [structural_hash(mod) for mod in task_mods]
     return [(valid.get(k, 0), total.get(k, 0)) for k in keys]
 
@@ -164,8 +164,7 @@ def best_seconds_per_task(database, task_mods: list) -> list[float | None]:
         value = None
         if database.has_workload(mod):
             top = database.get_top_k(database.commit_workload(mod), 1)
-            if top and top[0].run_secs:
-                secs = [float(s) for s in top[0].run_secs]
-                value = sum(secs) / len(secs)
+            if top:
+                value = measured_seconds(top[0].run_secs)
         best.append(value)
     return best

@@ -2,54 +2,66 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import platform
 from typing import Any
 
-from tuner.monitor import read_curves
+from metatune.provenance import machine_info
+from tuner.app.config import preset_of
+from tuner.app.monitor import read_curves
+from tuner.engine.runtime import runtime_info
+from tuner.search.zero_shot import schedule_sources
 
 REPORT_FILE = "report.json"
 CURVES_PNG = "tuning_curves.png"
 
 
-def machine_info() -> dict[str, Any]:
-    """Where the numbers were measured: host, CPU, Python and library versions."""
-    import torch
-    import tvm
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+def build_report(*, cfg: dict[str, Any], network, tasks: list, target_info, outcome,
+                 database, work_dir: str) -> dict[str, Any]:
+    """``report.json``'s content after tuning, before evaluation (latencies still ``None``).
+
+    Args:
+        cfg: The tune configuration (plain dict).
+        network: The :class:`tuner.engine.networks.Network` tuned.
+        tasks: Its :class:`tuner.engine.tasks.TaskInfo` list, in tuning order.
+        target_info: The :class:`tuner.engine.targets.TargetInfo` tuned for.
+        outcome: The :class:`tuner.app.tuning.TuningOutcome`.
+        database: The measured database (where each task's schedule comes from).
+        work_dir: The work directory.
+    """
     return {
-        "cpu": cpu,
-        "cpu_flags": simd_flags(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "tvm": tvm.__version__,
-        "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "network": network.name,
+        "input_shape": list(network.input_shape),
+        "target": target_info.description,
+        "preset": preset_of(cfg),
+        "cost_model": cfg["cost_model"],
+        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
+        "search": cfg["search"],
+        "trials": cfg["trials"],
+        "trials_run": outcome.trials_run,
+        "trials_total": outcome.trials_before + outcome.trials_run,
+        "failures": outcome.failures,
+        "common_errors": [{"error": e, "count": c} for e, c in outcome.errors],
+        "tuning_seconds": round(outcome.tuning_seconds, 2),
+        "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
+                              if outcome.trials_run else None),
+        "rounds": outcome.rounds,
+        "predict_seconds": round(outcome.predict_seconds, 2),
+        "tasks": [
+            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b,
+             "schedule": source}
+            for t, b, source in zip(tasks, outcome.best_ms,
+                                    schedule_sources(tasks, database, work_dir))
+        ],
+        "notes": network.notes,
+        "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
+        "check_error": None,
+        "machine": machine_info(),
+        "runtime": runtime_info(target_info.num_cores),
+        "config": cfg,
+        "work_dir": work_dir,
     }
-
-
-#: The /proc/cpuinfo flags that decide which kernels a CPU can run fast.
-SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-              "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
-
-
-def simd_flags() -> list[str]:
-    """The vector-instruction flags of this CPU (``/proc/cpuinfo``), e.g. ``["avx2", "fma"]``."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            line = next((ln for ln in f if ln.startswith(("flags", "Features"))), "")
-    except OSError:
-        return []
-    have = set(line.split(":", 1)[-1].split())
-    return [flag for flag in SIMD_FLAGS if flag in have]
 
 
 def write_report(work_dir: str, report: dict[str, Any]) -> str:

@@ -111,7 +111,7 @@ def compile_network(relax_mod, target, database, device_type: str,
     from tvm import relax
     from tvm.relax.transform import MetaScheduleApplyDatabase
 
-    from tuner.tasks import fuse_pipeline
+    from tuner.engine.tasks import fuse_pipeline
 
     fuse = fuse_pipeline(target, pack_weights)
     packing = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]

@@ -7,7 +7,16 @@ import os
 import time
 from typing import Any
 
-from tuner.config import REPO_ROOT, preset_of, validate
+from tuner.app.config import REPO_ROOT, validate
+from tuner.app.report import build_report, format_report, plot_curves, write_report
+from tuner.app.tuning import tune
+from tuner.engine.database import ensure_work_dir, open_database
+from tuner.engine.evaluate import check_output, compile_network, compile_untuned, time_torch
+from tuner.engine.networks import load_network
+from tuner.engine.runtime import runtime_info
+from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import extract_tasks, format_task_table
+from tuner.search.zero_shot import with_predictions
 
 logger = logging.getLogger("metatune")
 
@@ -37,7 +46,7 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     """Tune every task of a network with MetaSchedule, then compile and measure it.
 
     Args:
-        cfg: A configuration from :func:`tuner.config.load_tune_config` (plain dict).
+        cfg: A configuration from :func:`tuner.app.config.load_tune_config` (plain dict).
 
     Returns:
         The report (also written to ``<work_dir>/report.json``).
@@ -45,15 +54,6 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     Raises:
         metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
     """
-    from tuner.database import ensure_work_dir, open_database
-    from tuner.networks import load_network
-    from tuner.report import format_report, machine_info, plot_curves, write_report
-    from tuner.runtime import runtime_info
-    from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks, format_task_table
-    from tuner.tuning import tune
-    from tuner.zero_shot import schedule_sources, with_predictions
-
     validate(cfg)
     setup_logging(cfg["log_level"])
     target_info = resolve_target(cfg["target"], cfg["num_cores"])
@@ -77,47 +77,18 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
 
         writer = SummaryWriter(log_dir=os.path.join(work_dir, "tensorboard"))
     try:
-        outcome = tune(tasks, target_info, database, cfg, work_dir, writer=writer)
+        outcome = tune(tasks, target_info=target_info, database=database, cfg=cfg,
+                       work_dir=work_dir, writer=writer)
     finally:
         if writer is not None:
             writer.close()
 
-    report: dict[str, Any] = {
-        "network": network.name,
-        "input_shape": list(network.input_shape),
-        "target": target_info.description,
-        "preset": preset_of(cfg),
-        "cost_model": cfg["cost_model"],
-        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
-        "search": cfg["search"],
-        "trials": cfg["trials"],
-        "trials_run": outcome.trials_run,
-        "trials_total": outcome.trials_before + outcome.trials_run,
-        "failures": outcome.failures,
-        "common_errors": [{"error": e, "count": c} for e, c in outcome.errors],
-        "tuning_seconds": round(outcome.tuning_seconds, 2),
-        "seconds_per_trial": (round(outcome.tuning_seconds / outcome.trials_run, 3)
-                              if outcome.trials_run else None),
-        "rounds": outcome.rounds,
-        "predict_seconds": round(outcome.predict_seconds, 2),
-        "tasks": [
-            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b,
-             "schedule": source}
-            for t, b, source in zip(tasks, outcome.best_ms,
-                                    schedule_sources(tasks, database, work_dir))
-        ],
-        "notes": network.notes,
-        "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
-        "check_error": None,
-        "machine": machine_info(),
-        "runtime": runtime_info(target_info.num_cores),
-        "config": cfg,
-        "work_dir": work_dir,
-    }
+    report = build_report(cfg=cfg, network=network, tasks=tasks, target_info=target_info,
+                          outcome=outcome, database=database, work_dir=work_dir)
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg["evaluate"]["enabled"]:
-        evaluate_into(report, network, target_info, with_predictions(database, work_dir),
-                      cfg["evaluate"])
+        evaluate_into(report, network=network, target_info=target_info,
+                      database=with_predictions(database, work_dir), ecfg=cfg["evaluate"])
         report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
@@ -127,11 +98,9 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def evaluate_into(report: dict[str, Any], network, target_info, database,
+def evaluate_into(report: dict[str, Any], *, network, target_info, database,
                   ecfg: dict[str, Any]) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
-    from tuner.evaluate import check_output, compile_network, compile_untuned, time_torch
-
     x = network.example_input()
     start = time.perf_counter()
     tuned = compile_network(network.relax_mod, target_info.target, database,

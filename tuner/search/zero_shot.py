@@ -113,7 +113,7 @@ def predict_unmeasured(tasks, database, work_dir: str, target, cost_model_factor
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from tuner.database import valid_and_measured_per_task
+    from tuner.engine.database import valid_and_measured_per_task
 
     mods = [t.extracted.dispatched[0] for t in tasks]
     counts = valid_and_measured_per_task(database, mods)
@@ -196,7 +196,7 @@ def schedule_sources(tasks, database, work_dir: str) -> list[str]:
     """
     from tvm_ffi import structural_hash
 
-    from tuner.database import valid_and_measured_per_task
+    from tuner.engine.database import valid_and_measured_per_task
 
     mods = [t.extracted.dispatched[0] for t in tasks]
     predicted: set = set()

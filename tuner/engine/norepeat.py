@@ -86,10 +86,11 @@ class NoRepeatSearch(PySearchStrategy):
         inner: The wrapped MetaSchedule search strategy.
         max_regenerate: Batches drawn in a row that may be all repeats before the space
             is considered exhausted.
-        clock: A :class:`tuner.rounds.RoundClock` told when each search starts and ends.
-        budget: A :class:`tuner.scheduler.RoundBudget` shared with the task scheduler:
-            each batch is cut to the round size it sets (the cut candidates are neither
-            measured nor reported to the inner strategy, which may propose them again).
+        clock: A :class:`tuner.app.rounds.RoundClock` told when each search starts and ends.
+        budget: A :class:`tuner.engine.scheduler.RoundBudget` shared with the task
+            scheduler: each batch is cut to the round size it sets (the cut candidates are
+            neither measured nor reported to the inner strategy, which may propose them
+            again).
     """
 
     def __init__(self, inner, max_regenerate: int = 8, clock=None, budget=None) -> None:

@@ -11,11 +11,11 @@ Each round:
    (``cold_population``, ``cold_genetic_iters``; ``docs/bench/cold_start.md``). If TVM's
    sampler raises, the round uses the carried-over candidates; after four failed draws in
    a row the task stops (with a warning) instead of the whole run.
-2. **Features.** Each candidate's knob vector (:mod:`tuner.knobs`) and the cost model's
+2. **Features.** Each candidate's knob vector (:mod:`tuner.search.knobs`) and the cost model's
    prediction (the MetaTune model fine-tuned online on this task, or any other model).
 3. **Choice.** A GP over knob vectors with the prediction as its prior mean, fitted to this
    task's measurements, picks the batch with a Monte-Carlo batch acquisition
-   (:func:`tuner.bo_select.select_batch`).
+   (:func:`tuner.search.bo_select.select_batch`).
 
 Measurements that failed enter the GP as zero throughput. The GP runs on CUDA or ROCm when
 torch sees one, on the CPU otherwise.
@@ -29,9 +29,12 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
-from tuner.bo_select import ACQUISITIONS, ENGINES, select_batch
-from tuner.config import BOConfig
-from tuner.knobs import KnobSpace
+from metatune.records import measured_seconds
+from tuner.engine.database import as_candidate
+from tuner.engine.norepeat import measured_schedules
+from tuner.search.bo_select import default_device, select_batch
+from tuner.search.knobs import KnobSpace
+from tuner.search.params import BOConfig
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +45,14 @@ class BatchBOSearch(PySearchStrategy):
 
     Args:
         evolutionary: Keyword arguments of MetaSchedule's ``EvolutionarySearch``.
-        params: :class:`tuner.config.BOConfig` (``search_params.bo``).
+        params: :class:`tuner.search.params.BOConfig` (``search_params.bo``).
         seed: Seed of the acquisition's sampler.
     """
 
     def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0) -> None:
         super().__init__()
         self.evolutionary = dict(evolutionary)
-        self.params = params or BOConfig()
-        if self.params.acquisition not in ACQUISITIONS:
-            raise ValueError(f"unknown acquisition {self.params.acquisition!r}: "
-                             f"choose {', '.join(ACQUISITIONS)}")
-        if self.params.engine not in ENGINES:
-            raise ValueError(f"unknown BO engine {self.params.engine!r}: "
-                             f"choose {', '.join(ENGINES)}")
+        self.params = params or BOConfig()  # validated when it was made
         self.seed = int(seed)
         self.inner = None
         self.cold = None
@@ -68,7 +65,7 @@ class BatchBOSearch(PySearchStrategy):
         ``pre_tuning`` (which would otherwise replay them itself).
 
         Args:
-            known: :func:`tuner.norepeat.measured_schedules` of this task's database.
+            known: :func:`tuner.engine.norepeat.measured_schedules` of this task's database.
         """
         self._preloaded = list(known)
 
@@ -107,9 +104,6 @@ class BatchBOSearch(PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
-        from tuner.database import as_candidate
-        from tuner.norepeat import measured_schedules
-
         known, self._preloaded = self._preloaded, None
         if known is None:
             known = measured_schedules(database, self.context.mod,
@@ -203,20 +197,17 @@ class BatchBOSearch(PySearchStrategy):
     def _device(self):
         import torch
 
-        from tuner.bo_select import default_device
-
         return default_device() if self.params.device == "auto" else torch.device(
             self.params.device)
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         from tvm_ffi import structural_hash
 
-        from tuner.monitor import result_seconds
 
         cands = list(measure_candidates)
         for cand, res in zip(cands, results):
             self.seen.add(structural_hash(cand.sch.mod))
-            secs = result_seconds(res)
+            secs = measured_seconds(res.run_secs, res.error_msg)
             self.hist_cands.append(cand)
             self.hist_y.append(0.0 if secs is None else 1.0 / secs)
         self.trials += len(results)
@@ -239,12 +230,9 @@ class BatchBOSearch(PySearchStrategy):
 
 
 def _throughput(secs: list[float] | None) -> float:
-    from tuner.monitor import FAILED_SECONDS
-
-    if not secs:
-        return 0.0
-    mean = sum(secs) / len(secs)
-    return 0.0 if mean >= FAILED_SECONDS else 1.0 / mean
+    """``1 / mean run time`` of a measurement; 0 for a failed one."""
+    mean = measured_seconds(secs)
+    return 0.0 if mean is None else 1.0 / mean
 
 
 def _failed():

@@ -19,10 +19,10 @@ import warnings
 import numpy as np
 import torch
 
+from tuner.search.params import ACQUISITIONS, ENGINES
+
 logger = logging.getLogger(__name__)
 
-ACQUISITIONS = ("qlognei", "qucb")
-ENGINES = ("joint", "botorch")
 
 
 def default_device() -> torch.device:

@@ -9,7 +9,7 @@ method fits on the support set and scores the query set:
   support set with :func:`metatune.maml.adapt` (the tuner's online fine-tuning);
 - ``xgb``: MetaSchedule's ``XGBModel`` trained from scratch on the support set (at k = 0 it
   has no data and, like MetaSchedule, scores at random);
-- ``xgb-Xfer``: :class:`tuner.xgb_transfer.XferXGBModel`, pre-trained on the training split
+- ``xgb-Xfer``: :class:`tuner.models.xgb_transfer.XferXGBModel`, pre-trained on the training split
   and refit on the support set (at k = 0 the pre-trained model alone).
 
 Targets are what a tuner can know: throughput relative to the best *support* candidate
@@ -28,6 +28,11 @@ import numpy as np
 import torch
 
 from metatune import metrics
+from metatune.dataset import iter_replayed, workload_order
+from metatune.graph import encode
+from metatune.maml import adapt, head_params, predict
+from tuner.engine.database import as_candidate
+from tuner.models.xgb_transfer import XferXGBModel
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +74,6 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
         min_samples: Workloads with fewer valid samples are skipped (with a warning).
         limit: Keep only the first ``limit`` workloads of ``meta.json``.
     """
-    from metatune.dataset import iter_replayed, workload_order
-    from metatune.graph import encode
-    from tuner.database import as_candidate
-
     order = [w["name"] for w in workload_order(split_dir)][:limit]
     wanted = set(order)
     found: dict[str, EvalWorkload] = {}
@@ -135,8 +136,6 @@ class MetaTuneMethod:
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
                seed: int) -> np.ndarray:
-        from metatune.maml import adapt, head_params, predict
-
         emb = self._embeddings(w)
         params = {n: p.detach().requires_grad_(True)
                   for n, p in head_params(self.net.head).items()}
@@ -163,8 +162,6 @@ class XGBMethod:
 
     def _model(self):
         from tvm.s_tir import meta_schedule as ms
-
-        from tuner.xgb_transfer import XferXGBModel
 
         # No warm-up and no adaptive skipping: the model trains on exactly the k samples.
         kw = dict(num_warmup_samples=0, adaptive_training=False, verbose_eval=0,

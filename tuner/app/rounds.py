@@ -1,10 +1,10 @@
 """Per-round timings (search, measurement, model update) and the model's accuracy on each
 new batch before it was measured (paper Figure 9 and Table 4).
 
-A round of :class:`tuner.scheduler.EagerGradientScheduler` is: the search strategy proposes
+A round of :class:`tuner.engine.scheduler.EagerGradientScheduler` is: the search strategy proposes
 a batch (``search``), the builder and runner measure it (``measure``), then the measure
 callbacks commit it and update the cost model (``update``). :class:`RoundClock` is told
-when the search starts and ends (by :class:`tuner.norepeat.NoRepeatSearch`);
+when the search starts and ends (by :class:`tuner.engine.norepeat.NoRepeatSearch`);
 :class:`BatchAccuracyCallback`, the first measure callback, closes the measurement and
 scores the cost model's predictions of the batch (the model has not seen it yet);
 :class:`RoundMonitor`, called after the cost model's update, closes the round and writes
@@ -23,7 +23,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from metatune import metrics
-from tuner.monitor import result_seconds
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 ROUNDS_FILE = "rounds.jsonl"
@@ -85,7 +85,7 @@ class BatchAccuracyCallback(PyMeasureCallback):
               runner_results) -> None:
         self.clock.measured = time.perf_counter()
         start = self.clock.measured
-        secs = [result_seconds(r) for r in runner_results]
+        secs = [measured_seconds(r.run_secs, r.error_msg) for r in runner_results]
         valid = [i for i, s in enumerate(secs) if s is not None]
         self.clock.accuracy = {}
         if self.cost_model is not None and len(valid) >= 2:
@@ -104,7 +104,7 @@ class BatchAccuracyCallback(PyMeasureCallback):
 class RoundMonitor:
     """Closes each round: ``rounds.jsonl``, TensorBoard, and totals for the report.
 
-    Use it through :class:`tuner.monitor.MonitorCallback` (after the cost-model update).
+    Use it through :class:`tuner.app.monitor.MonitorCallback` (after the cost-model update).
 
     Args:
         clock: The shared :class:`RoundClock`.

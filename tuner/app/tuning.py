@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from metatune.config import REPO_ROOT, default_checkpoint
 from metatune.errors import ConfigError
-from tuner.builder import PersistentBuilder
-from tuner.database import best_seconds_per_task, measured_per_task
-from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
-from tuner.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
-from tuner.scheduler import EagerGradientScheduler, RoundBudget
-from tuner.tasks import TaskInfo
+from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
+from tuner.app.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
+from tuner.engine.builder import PersistentBuilder
+from tuner.engine.database import best_seconds_per_task, measured_per_task
+from tuner.engine.intrinsics import worker_initializer
+from tuner.engine.norepeat import NoRepeatSearch
+from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
+from tuner.engine.targets import TargetInfo
+from tuner.engine.tasks import TaskInfo
+from tuner.models import COST_MODELS
+from tuner.models.cost_model import MetaTuneCostModel, load_net
+from tuner.models.mlp import make_mlp_model
+from tuner.models.params import MetaTuneModelConfig, XferConfig
+from tuner.models.xgb_transfer import XferXGBModel, base_booster
+from tuner.search.bo import BatchBOSearch
+from tuner.search.params import SEARCHES, BOConfig
+from tuner.search.zero_shot import PredictConfig, predict_unmeasured
 
 logger = logging.getLogger(__name__)
-
-COST_MODELS = ("metatune", "xgb", "xgb-xfer", "mlp", "random")
-SEARCHES = ("bo", "evolutionary", "replay")
 
 
 @dataclass
@@ -45,90 +56,75 @@ class TuningOutcome:
     predict_seconds: float = 0.0
 
 
-def make_cost_model(name: str, num_cores: int, metatune: dict | None = None,
-                    xfer: dict | None = None, target=None):
+def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig | None = None,
+                    xfer: XferConfig | None = None, target=None):
     """A cost model by name: ``metatune``, MetaSchedule's ``xgb``, ``mlp``, ``random``, or
     ``xgb-xfer`` (XGBoost with transfer from the dataset's training split).
 
     Args:
         name: The cost model.
         num_cores: Cores XGBoost may use.
-        metatune: The ``metatune`` config section (checkpoint, graph, ...).
-        xfer: The ``xfer`` config section (``data``, ``cache_dir``) for ``xgb-xfer``.
+        metatune: The ``metatune`` settings (checkpoint, graph, ...; default: the defaults).
+        xfer: The ``xfer`` settings (``data``, ``cache_dir``) for ``xgb-xfer``.
         target: The ``tvm.target.Target`` (``xgb-xfer`` extracts features for it).
 
     Raises:
         ConfigError: Unknown name.
-        tuner.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
-        tuner.xgb_transfer.XferError: ``xgb-xfer`` without training data.
+        tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
+        tuner.models.xgb_transfer.XferError: ``xgb-xfer`` without training data.
     """
     from tvm.s_tir import meta_schedule as ms
 
     if name not in COST_MODELS:
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
     if name == "metatune":
-        from metatune.config import default_checkpoint
-        from tuner.cost_model import MetaTuneCostModel, load_net
-
-        m = metatune or {}
+        m = metatune or MetaTuneModelConfig()
         kind = str(target.kind.name) if target is not None else "llvm"
         # Measurements differ per target: the default checkpoint is the target kind's own.
-        net = load_net(m.get("checkpoint") or default_checkpoint(kind, m.get("graph", "super")),
-                       from_scratch=bool(m.get("from_scratch")))
-        return MetaTuneCostModel(net=net, graph=m.get("graph", "super"),
-                                 adapt_steps=int(m.get("adapt_steps", 5)),
-                                 adapt_lr=float(m.get("adapt_lr", 0.01)))
+        net = load_net(m.checkpoint or default_checkpoint(kind, m.graph),
+                       from_scratch=bool(m.from_scratch))
+        return MetaTuneCostModel(net=net, graph=m.graph, adapt_steps=int(m.adapt_steps),
+                                 adapt_lr=float(m.adapt_lr))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
-        from metatune.config import REPO_ROOT
-        from tuner.xgb_transfer import XferXGBModel, base_booster
-
-        x = xfer or {}
+        x = xfer or XferConfig()
         rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
-        data = rel(x.get("data", "data/llvm/train"))
+        data = rel(x.data)
         kind = str(target.kind.name) if target is not None else "llvm"
         if os.path.basename(os.path.dirname(os.path.normpath(data))) not in (kind, ""):
             raise ConfigError(
                 f"xgb-xfer pre-trains on {data}, measured for another target than {kind}: "
                 f"collect data for {kind} (python collect.py run target={kind} "
                 f"out=data/{kind}) and pass xfer.data=data/{kind}/train")
-        base = base_booster(data, target, num_cores,
-                            rel(x.get("cache_dir", "work/cache")))
+        base = base_booster(data, target, num_cores, rel(x.cache_dir))
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
-        from tuner.mlp import make_mlp_model
-
         return make_mlp_model()
     return ms.cost_model.CostModel.create(name)
 
 
-def make_search(name: str, params: dict, clock=None, seed: int = 0, budget=None):
+def make_search(name: str, params: dict, *, clock=None, seed: int = 0, budget=None):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
-        name: ``bo`` (:class:`tuner.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
+        name: ``bo`` (:class:`tuner.search.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
             or ``replay``.
         params: The ``search_params`` config section: ``EvolutionarySearch`` keyword
-            arguments, and ``bo`` (:class:`tuner.config.BOConfig` fields).
-        clock: A :class:`tuner.rounds.RoundClock` timing each search.
+            arguments, and ``bo`` (:class:`tuner.search.params.BOConfig` fields).
+        clock: A :class:`tuner.app.rounds.RoundClock` timing each search.
         seed: Seed of the BO sampler.
-        budget: The run's :class:`tuner.scheduler.RoundBudget` (cuts each round to the
-            size the scheduler sets).
+        budget: The run's :class:`tuner.engine.scheduler.RoundBudget` (cuts each round to
+            the size the scheduler sets).
 
     Raises:
         ConfigError: Unknown name or parameter.
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.norepeat import NoRepeatSearch
-
     params = dict(params)
     bo = params.pop("bo", None) or {}
     if name == "bo":
-        from tuner.bo import BatchBOSearch
-        from tuner.config import BOConfig
-
         try:
             ms.search_strategy.EvolutionarySearch(**params)  # validates the sampler's settings
             return NoRepeatSearch(BatchBOSearch(params, BOConfig(**bo), seed), clock=clock,
@@ -155,11 +151,7 @@ def make_runner(cfg: dict, target_kinds: tuple[str, ...], num_threads: int):
         num_threads: Threads of the worker's TVM runtime: the target's cores, so that
             candidates are timed the way the tuned network will run.
     """
-    import functools
-
     from tvm.s_tir import meta_schedule as ms
-
-    from tuner.intrinsics import worker_initializer
 
     evaluator = ms.runner.EvaluatorConfig(
         number=int(cfg["number"]), repeat=int(cfg["repeat"]),
@@ -199,7 +191,7 @@ def task_loggers(work_dir: str, names: list[str]) -> list:
     return loggers
 
 
-def make_contexts(tasks: list[TaskInfo], target, search, work_dir: str, seed: int,
+def make_contexts(tasks: list[TaskInfo], *, target, search, work_dir: str, seed: int,
                   num_threads: int) -> list:
     """One ``TuneContext`` per task, in the same order as ``tasks``."""
     from tvm.s_tir import meta_schedule as ms
@@ -217,7 +209,81 @@ def make_contexts(tasks: list[TaskInfo], target, search, work_dir: str, seed: in
     ]
 
 
-def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
+@dataclass
+class Session:
+    """What one tuning session measures with, built once by :func:`build_session`.
+
+    Attributes:
+        target: The :class:`tuner.engine.targets.TargetInfo` tuned for.
+        cost_model: The MetaSchedule cost model (see :func:`make_cost_model`).
+        builder: The persistent builder pool, warmed up (shut down by :meth:`close`).
+        runner: MetaSchedule's ``LocalRunner`` with a pre-initialized worker.
+        clock: The :class:`tuner.app.rounds.RoundClock` the search reports to.
+        search: The search strategy, wrapped to never measure a schedule twice.
+        seed: The session's seed (tune contexts' random states, the BO sampler).
+    """
+
+    target: TargetInfo
+    cost_model: Any
+    builder: PersistentBuilder
+    runner: Any
+    clock: RoundClock
+    search: Any
+    seed: int
+
+    def contexts(self, tasks: list[TaskInfo], work_dir: str) -> list:
+        """One ``TuneContext`` per task (see :func:`make_contexts`), searching with a clone
+        of the session's search."""
+        return make_contexts(tasks, target=self.target.target, search=self.search,
+                             work_dir=work_dir, seed=self.seed,
+                             num_threads=self.target.num_cores)
+
+    def close(self) -> None:
+        """Shut the builder pool down."""
+        self.builder.shutdown()
+
+
+def build_cost_model(cfg: dict, target: TargetInfo):
+    """The configuration's cost model (:func:`make_cost_model` with its typed sections)."""
+    sections = {"metatune": MetaTuneModelConfig, "xfer": XferConfig}
+    typed = {k: t(**cfg[k]) if k in cfg else None for k, t in sections.items()}
+    return make_cost_model(cfg["cost_model"], num_cores=target.num_cores, **typed,
+                           target=target.target)
+
+
+def build_session(cfg: dict, target: TargetInfo, *, budget: RoundBudget | None = None
+                  ) -> Session:
+    """The cost model, builder, runner and search of one tuning session, by configuration.
+
+    ``tune()``, the dataset collector and the trial-overhead benchmark all build their
+    sessions here.
+
+    Args:
+        cfg: The tune configuration's ``cost_model``, ``metatune``, ``xfer``, ``builder``,
+            ``runner``, ``search``, ``search_params`` and ``seed`` (plain dict).
+        target: The :class:`tuner.engine.targets.TargetInfo` to tune for.
+        budget: The run's :class:`tuner.engine.scheduler.RoundBudget`, shared by the
+            search (which cuts its batches to it) and the task scheduler.
+
+    Raises:
+        ConfigError: An unknown cost model or search, or a bad search parameter.
+        tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
+    """
+    cost_model = build_cost_model(cfg, target)
+    kinds = (target.kind,)
+    builder = PersistentBuilder(
+        max_workers=int(cfg["builder"]["workers"] or target.num_cores),
+        timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
+    builder.warm_up()
+    runner = make_runner(cfg["runner"], kinds, target.num_cores)
+    clock = RoundClock()
+    search = make_search(cfg["search"], dict(cfg["search_params"]), clock=clock,
+                         seed=int(cfg["seed"]), budget=budget)
+    return Session(target=target, cost_model=cost_model, builder=builder, runner=runner,
+                   clock=clock, search=search, seed=int(cfg["seed"]))
+
+
+def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: str,
          writer=None) -> TuningOutcome:
     """Tune ``tasks`` until the database holds ``cfg['trials']`` measurements of them.
 
@@ -226,7 +292,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
 
     Args:
         tasks: The tasks to tune.
-        target_info: A :class:`tuner.targets.TargetInfo`.
+        target_info: A :class:`tuner.engine.targets.TargetInfo`.
         database: The MetaSchedule database (records are appended to it).
         cfg: The tune configuration (plain dict).
         work_dir: The work directory.
@@ -251,37 +317,25 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         outcome = TuningOutcome(trials_before, 0, 0.0, 0,
                                 [None if b is None else b * 1e3 for b in best])
         _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
-                      lambda: make_cost_model(cfg["cost_model"], target_info.num_cores,
-                                              cfg["metatune"], cfg["xfer"], target_info.target))
+                      lambda: build_cost_model(cfg, target_info))
         return outcome
     if trials_before:
         logger.info("resuming: %d measurements in the database, %d to go",
                     trials_before, remaining)
 
-    cost_model = make_cost_model(cfg["cost_model"], target_info.num_cores, cfg["metatune"],
-                                 cfg["xfer"], target_info.target)
-    kinds = (target_info.kind,)
-    builder = PersistentBuilder(
-        max_workers=int(cfg["builder"]["workers"] or target_info.num_cores),
-        timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
-    builder.warm_up()
-    runner = make_runner(cfg["runner"], kinds, target_info.num_cores)
-    clock = RoundClock()
     budget = RoundBudget(remaining)
-    search = make_search(cfg["search"], dict(cfg["search_params"]), clock, int(cfg["seed"]),
-                         budget=budget)
-    contexts = make_contexts(tasks, target_info.target, search, work_dir, int(cfg["seed"]),
-                             target_info.num_cores)
+    session = build_session(cfg, target_info, budget=budget)
+    contexts = session.contexts(tasks, work_dir)
     names = [t.name for t in tasks]
     failures = FailureMonitor(max_failed_rounds=int(cfg["max_failed_rounds"]), task_names=names)
     progress = ProgressMonitor(
         task_names=names, task_weights=[t.weight for t in tasks], best_seconds=best,
         budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
         show_bar=bool(cfg["progress"]))
-    rounds = RoundMonitor(clock, names, work_dir, writer, trials_before)
+    rounds = RoundMonitor(session.clock, names, work_dir, writer, trials_before)
     # Order matters: the batch is scored before the cost model learns from it
     # (UpdateCostModel is among the defaults), and the round closes after the update.
-    callbacks = [BatchAccuracyCallback(clock, cost_model, progress.best),
+    callbacks = [BatchAccuracyCallback(session.clock, session.cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
                  MonitorCallback([failures, progress, rounds])]
     per_task = cfg["trials_per_task"]
@@ -294,11 +348,11 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
             max_trials_global=remaining,
             max_trials_per_task=int(per_task) if per_task else remaining,
             num_trials_per_iter=int(cfg["trials_per_round"]),
-            builder=builder,
-            runner=runner,
+            builder=session.builder,
+            runner=session.runner,
             measure_callbacks=callbacks,
             database=database,
-            cost_model=cost_model,
+            cost_model=session.cost_model,
         )
     except Exception as err:
         if failures.stalled is not None:
@@ -306,7 +360,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         raise
     finally:
         progress.close()
-        builder.shutdown()
+        session.close()
     seconds = time.perf_counter() - start
     outcome = TuningOutcome(
         trials_before=trials_before,
@@ -317,15 +371,14 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         errors=failures.errors.most_common(5),
         rounds=rounds.summary(),
     )
-    _predict_into(outcome, tasks, target_info, database, cfg, work_dir, lambda: cost_model)
+    _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
+                  lambda: session.cost_model)
     return outcome
 
 
 def _predict_into(outcome: TuningOutcome, tasks: list[TaskInfo], target_info, database,
                   cfg: dict, work_dir: str, cost_model_factory) -> None:
     """Give every task without a valid measurement the cost model's pick (if enabled)."""
-    from tuner.zero_shot import PredictConfig, predict_unmeasured
-
     pcfg = PredictConfig(**cfg["predict_unmeasured"])
     if not pcfg.enabled:
         return

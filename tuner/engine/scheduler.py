@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
-from tuner.monitor import result_seconds
+from metatune.records import measured_seconds
 
 
 @dataclass
@@ -96,7 +96,8 @@ class EagerGradientScheduler(PyTaskScheduler):
 
     def _record(self, task_id: int, results) -> None:
         """Remember the best latency of ``task_id`` after a joined round."""
-        secs = [s for s in map(result_seconds, results) if s is not None]
+        secs = [s for s in (measured_seconds(r.run_secs, r.error_msg) for r in results)
+                if s is not None]
         hist = self.history.setdefault(task_id, [])
         best = min([*secs, *hist[-1:]]) if (secs or hist) else math.inf
         hist.append(best)

@@ -21,7 +21,9 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import XGBModel  # a derived object: subclass ._cls
 
+from metatune.dataset import iter_replayed
 from metatune.errors import MetaTuneError
+from tuner.engine.database import as_candidate
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +57,6 @@ def train_base_booster(split_dir: str, target, num_cores: int):
         The trained ``xgboost.Booster``.
     """
     from tvm.s_tir import meta_schedule as ms
-
-    from metatune.dataset import iter_replayed
-    from tuner.database import as_candidate
 
     groups: dict[str, tuple] = {}
     for item in iter_replayed(split_dir):

@@ -8,45 +8,12 @@ from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config
 from metatune.errors import ConfigError
-from tuner.zero_shot import PredictConfig
+from tuner.models import COST_MODELS
+from tuner.models.params import MetaTuneModelConfig, XferConfig
+from tuner.search.params import SEARCHES, BOConfig
+from tuner.search.zero_shot import PredictConfig
 
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
-
-
-@dataclass
-class BOConfig:
-    """Settings of the batch BO search (:class:`tuner.bo.BatchBOSearch`).
-
-    Attributes:
-        pool_size: Candidates the evolutionary sampler proposes per round.
-        population: The sampler's evolutionary population (smaller than a plain
-            evolutionary search's: it proposes, BO chooses).
-        genetic_iters: The sampler's evolution rounds per proposal.
-        carry: Unchosen candidates kept for the next round.
-        acquisition: ``qlognei`` or ``qucb``.
-        engine: ``joint`` or ``botorch`` (see :func:`tuner.bo_select.select_batch`).
-        mc_samples: Quasi-Monte-Carlo samples of the acquisition.
-        beta: ``qucb`` exploration weight.
-        max_history: Measurements the GP is fitted on (the best half and the latest).
-        device: ``auto`` (CUDA/ROCm if torch sees one), ``cpu`` or ``cuda``.
-        cold_population: The sampler's population while the task has no measurement yet
-            (the cost model is then the only guide, so it may search more); 0: ``population``.
-        cold_genetic_iters: The sampler's evolution rounds while the task has no measurement
-            yet; 0: ``genetic_iters``.
-    """
-
-    pool_size: int = 96
-    population: int = 96
-    genetic_iters: int = 1
-    carry: int = 128
-    acquisition: str = "qlognei"
-    engine: str = "joint"
-    mc_samples: int = 128
-    beta: float = 0.2
-    max_history: int = 256
-    device: str = "auto"
-    cold_population: int = 0
-    cold_genetic_iters: int = 0
 
 
 @dataclass
@@ -97,25 +64,6 @@ class EvaluateConfig:
     untuned_repeat: int = 3
     torch: bool = True
     torch_compile: bool = False
-
-
-@dataclass
-class MetaTuneModelConfig:
-    """The MetaTune cost model (``cost_model=metatune``)."""
-
-    checkpoint: Optional[str] = None  # default: checkpoints/llvm-<graph>.ckpt
-    graph: str = "super"
-    from_scratch: bool = False
-    adapt_steps: int = 5
-    adapt_lr: float = 0.01
-
-
-@dataclass
-class XferConfig:
-    """Where ``xgb-xfer`` finds its pre-training data and caches its base model."""
-
-    data: str = "data/llvm/train"
-    cache_dir: str = "work/cache"
 
 
 #: The paper's framework names: preset -> the settings it stands for.
@@ -203,9 +151,6 @@ def validate(cfg: dict[str, Any]) -> None:
     Raises:
         ConfigError: The first invalid value found, with what to do.
     """
-    from tuner.bo_select import ACQUISITIONS, ENGINES
-    from tuner.tuning import COST_MODELS, SEARCHES
-
     for key in ("trials", "trials_per_round"):
         if cfg[key] <= 0:
             raise ConfigError(f"{key}={cfg[key]}: the budget must be a positive number of trials")
@@ -214,23 +159,8 @@ def validate(cfg: dict[str, Any]) -> None:
     if cfg["cost_model"] not in COST_MODELS:
         raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of "
                           f"{', '.join(COST_MODELS)}")
-    if cfg["metatune"]["graph"] not in ("super", "plain"):
-        raise ConfigError(f"metatune.graph={cfg['metatune']['graph']!r}: choose super or plain")
-    bo = cfg["search_params"]["bo"]
-    if bo["acquisition"] not in ACQUISITIONS:
-        raise ConfigError(f"search_params.bo.acquisition={bo['acquisition']!r}: choose "
-                          f"{' or '.join(ACQUISITIONS)}")
-    if bo["engine"] not in ENGINES:
-        raise ConfigError(f"search_params.bo.engine={bo['engine']!r}: choose "
-                          f"{' or '.join(ENGINES)}")
-    if bo["device"] not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"search_params.bo.device={bo['device']!r}: choose auto, cpu or cuda")
-    if min(bo["pool_size"], bo["population"], bo["mc_samples"]) <= 0 or bo["max_history"] < 4 \
-            or min(bo["genetic_iters"], bo["carry"], bo["cold_population"],
-                   bo["cold_genetic_iters"]) < 0:
-        raise ConfigError("search_params.bo: pool_size, population and mc_samples must be "
-                          "positive, genetic_iters, carry and the cold_* settings not "
-                          "negative, max_history >= 4")
+    MetaTuneModelConfig(**cfg["metatune"])  # validates metatune.*
+    BOConfig(**cfg["search_params"]["bo"])  # validates search_params.bo.*
     if cfg["search"] not in SEARCHES:
         raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
     if cfg["batch"] <= 0:

@@ -79,7 +79,7 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
     import tvm
     from tvm.target import Target
 
-    from tuner.runtime import configure_tvm_threads
+    from tuner.engine.runtime import configure_tvm_threads
 
     cores = int(num_cores or host_num_cores())
     text = name.strip()

@@ -9,26 +9,17 @@ import math
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from metatune.errors import TuningStalledError
+from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 
-#: A run time MetaSchedule stores for failed measurements.
-FAILED_SECONDS = 1e9
 CURVE_FILE = "curves.jsonl"
-
-
-def result_seconds(runner_result) -> float | None:
-    """Mean run time of one runner result in seconds, ``None`` if it failed."""
-    if runner_result.error_msg or not runner_result.run_secs:
-        return None
-    secs = [float(s) for s in runner_result.run_secs]
-    mean = sum(secs) / len(secs)
-    return mean if mean < FAILED_SECONDS else None
 
 
 def error_summary(message: str) -> str:
@@ -73,7 +64,7 @@ class FailureMonitor:
         for build, run in zip(builder_results, runner_results):
             if build.error_msg:
                 round_errors["build: " + error_summary(build.error_msg)] += 1
-            elif result_seconds(run) is None:
+            elif measured_seconds(run.run_secs, run.error_msg) is None:
                 round_errors["run: " + error_summary(run.error_msg or "no run time")] += 1
         n = len(runner_results)
         self.measured += n
@@ -140,7 +131,8 @@ class ProgressMonitor:
     def observe(self, task_id: int, builder_results, runner_results) -> None:
         """Account one measured batch: best so far, curves, TensorBoard, progress bar."""
         now = time.perf_counter()
-        valid = [s for s in map(result_seconds, runner_results) if s is not None]
+        valid = [s for s in (measured_seconds(r.run_secs, r.error_msg) for r in runner_results)
+                 if s is not None]
         if valid and (self.best[task_id] is None or min(valid) < self.best[task_id]):
             self.best[task_id] = min(valid)
         self.done += len(runner_results)
@@ -198,6 +190,33 @@ class MonitorCallback(PyMeasureCallback):
               runner_results) -> None:
         for monitor in self.monitors:
             monitor.observe(task_id, builder_results, runner_results)
+
+
+@derived_object
+class ErrorLogCallback(PyMeasureCallback):
+    """Append each failed build or run of one workload to a JSON-lines file, and count the
+    valid ones.
+
+    Args:
+        path: The file (one ``{"workload", "stage", "error"}`` object per line).
+        workload: The workload's name.
+        on_valid: Called with the number of valid measurements of each batch.
+    """
+
+    def __init__(self, *, path: str, workload: str, on_valid: Callable[[int], object]) -> None:
+        self.path = path
+        self.workload = workload
+        self.on_valid = on_valid
+
+    def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            for b, r in zip(builds, runs):
+                if b.error_msg or r.error_msg:
+                    stage = "build" if b.error_msg else "run"
+                    f.write(json.dumps({"workload": self.workload, "stage": stage,
+                                        "error": error_summary(b.error_msg or r.error_msg)})
+                            + "\n")
+        self.on_valid(sum(not (b.error_msg or r.error_msg) for b, r in zip(builds, runs)))
 
 
 def read_curves(work_dir: str) -> list[dict]:

@@ -1,0 +1,202 @@
+"""The comparison's markdown page, written from its document."""
+
+from __future__ import annotations
+
+import os
+
+from common import median
+from frameworks.stats import BASELINES, EARLY_ROUNDS
+
+def _fmt(v, spec=".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _rounds_note(rows: list[dict]) -> str:
+    """A sentence for the end-to-end table when its budget allows two rounds per measured
+    task or fewer: then the rows mostly compare the frameworks' first rounds."""
+    rounds = median([r["trials"] / r["tasks_measured"] / r["trials_per_round"] for r in rows
+                     if r.get("tasks_measured") and r.get("trials_per_round")])
+    if rounds is None or rounds > 2:
+        return ""
+    return (f" At about {rounds:.1f} rounds per measured task (median), these rows compare "
+            "mostly the frameworks' first rounds (no measurement of the task yet), not "
+            "their search.")
+
+
+def losses(doc: dict) -> list[str]:
+    """Where MetaTune's presets lose, one markdown bullet each: every task whose median final
+    best, or median best at equal tuning time, is slower than a baseline's (xgb, xgb-Xfer),
+    and every network whose tuned latency is.
+
+    Args:
+        doc: The page's document (``presets``, ``summary``, optional ``networks`` rows).
+
+    Returns:
+        The bullets (markdown lines); one saying so when MetaTune never loses, or when there
+        was nothing to compare.
+    """
+    ours = [p for p in doc["presets"] if p not in BASELINES]
+    theirs = [p for p in doc["presets"] if p in BASELINES]
+    out, compared = [], 0
+
+    def compare(where: str, values: dict, spec: str) -> None:
+        nonlocal compared
+        for mine in ours:
+            pairs = [b for b in theirs if values.get(b) and values.get(mine)]
+            compared += len(pairs)
+            behind = [f"{b} {values[b]:{spec}} ms ({values[mine] / values[b]:.3f}x)"
+                      for b in pairs if values[mine] > values[b]]
+            if behind:
+                out.append(f"- {where}: {mine} {values[mine]:{spec}} ms is behind "
+                           + ", ".join(behind))
+
+    for task, per in doc["summary"].items():
+        compare(f"{task}, final best", {p: s["median_final_ms"] for p, s in per.items()},
+                ".3f")
+        compare(f"{task}, best at equal tuning time",
+                {p: s.get("median_equal_time_ms") for p, s in per.items()}, ".3f")
+    rows = doc.get("networks") or []
+    for net in dict.fromkeys(r["network"] for r in rows):
+        compare(f"{net} end to end",
+                {r["preset"]: r["tuned_ms"] for r in rows if r["network"] == net}, ".2f")
+    if not compared:
+        return ["- nothing to compare yet"]
+    if not out:
+        out.append("- nowhere: on every task and network measured, each MetaTune preset is at "
+                   f"least as fast as {' and '.join(theirs)}")
+    return out
+
+
+def versus_pytorch(rows: list[dict]) -> list[str]:
+    """One markdown bullet per network: its fastest TVM build against PyTorch eager (median
+    of the eager runs beside the network's tuning runs) and ``torch.compile``.
+
+    Args:
+        rows: :func:`network_rows`' rows.
+    """
+    out = []
+    for net in dict.fromkeys(r["network"] for r in rows):
+        mine = [r for r in rows if r["network"] == net]
+        built = [r for r in mine if r["tuned_ms"]]
+        if not built:
+            continue
+        best = min(built, key=lambda r: r["tuned_ms"])
+        eager = median([r["torch_ms"] for r in mine])
+        vs = [f"{best['tuned_ms'] / eager:.2f}x PyTorch eager's ({eager:.2f} ms)"] if eager else []
+        if best.get("torch_compile_ms"):
+            vs.append(f"{best['tuned_ms'] / best['torch_compile_ms']:.2f}x torch.compile's "
+                      f"({best['torch_compile_ms']:.2f} ms)")
+        if vs:
+            out.append(f"- {net}: the fastest TVM build ({best['preset']}, "
+                       f"{best['tuned_ms']:.2f} ms) takes " + " and ".join(vs))
+    return out
+
+
+def markdown(doc: dict) -> str:
+    lines = ["# Tuning frameworks side by side on held-out convolutions", "",
+             f"- command: `{doc['command']}`", f"- date: {doc['date']}",
+             f"- machine: {doc['machine']}",
+             *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
+               if doc.get("measured") else []),
+             f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
+             "each run a fresh process; same tasks, budgets and seeds for every framework",
+             "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
+             "transfer from the training split; meta-BO / meta-BO-T = MetaTune (plain / "
+             "super-graph) + batch BO"]
+    if doc.get("runs_done", 0) < doc.get("runs_planned", 0):
+        lines.append(f"- **partial**: {doc['runs_done']} of the {doc['runs_planned']} planned "
+                     "task runs are done (rerun the command to resume); medians are over the "
+                     "seeds done so far")
+    if doc.get("network_runs_done", 0) < doc.get("networks_planned", 0):
+        lines.append(f"- **partial**: {doc['network_runs_done']} of the "
+                     f"{doc['networks_planned']} planned network runs are done (rerun the "
+                     "command to resume)")
+    lines.append("")
+    if doc.get("overall"):
+        lines += ["## All tasks", "",
+                  "| framework | final best vs xgb (geomean) | at equal time vs xgb (geomean) "
+                  "| first round vs xgb (geomean) | tasks better than xgb | "
+                  "runs reaching xgb's best | median trials to xgb's best | "
+                  "median seconds to xgb's best | tuning time vs xgb |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for preset, o in doc["overall"].items():
+            lines.append(
+                f"| {preset} | {_fmt(o['geomean_over_xgb'])} | "
+                f"{_fmt(o.get('equal_time_geomean_over_xgb'))} | "
+                f"{_fmt(o.get('first_round_geomean_over_xgb'))} | {o['tasks_better']} of "
+                f"{o['tasks']} | {o['runs_reaching_xgb_best']} of {o['runs']} | "
+                f"{_fmt(o['median_trials_to_xgb_best'], '.0f')} | "
+                f"{_fmt(o.get('median_seconds_to_xgb_best'), '.0f')} | "
+                f"{_fmt(o['tuning_time_over_xgb'], '.2f')} |")
+        lines.append("")
+    if doc.get("presets"):
+        lines += ["## Where MetaTune loses", "", *losses(doc), ""]
+        if doc.get("networks"):
+            lines += ["## Against PyTorch on the same CPU", "",
+                      *versus_pytorch(doc["networks"]), ""]
+    for task, per in doc["summary"].items():
+        lines += [f"## {task}", "",
+                  "| framework | final best ms (median) | per seed | vs xgb | at equal time vs xgb "
+                  "| trials to xgb's best "
+                  "| seconds to xgb's best | MSE | MSE(D) | pairwise | tuning s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for preset, s in per.items():
+            seeds = ", ".join(_fmt(v) for v in s["final_ms"])
+            reach = ", ".join(_fmt(v, ".0f") for v in s["trials_to_xgb_best"])
+            reach_s = ", ".join(_fmt(v, ".0f") for v in s.get("seconds_to_xgb_best", []))
+            lines.append(
+                f"| {preset} | {_fmt(s['median_final_ms'])} | {seeds} | "
+                f"{_fmt(s['final_over_xgb'])} | {_fmt(s.get('equal_time_over_xgb'))} | "
+                f"{reach or '-'} | {reach_s or '-'} | "
+                f"{_fmt(s['median_mse'])} | "
+                f"{_fmt(s['median_mse_d'])} | {_fmt(s['median_pairwise'])} | "
+                f"{_fmt(s['tuning_seconds'], '.0f')} |")
+        lines += ["", f"![curves]({os.path.basename(doc['png'][task])})", ""]
+    if doc.get("early_accuracy"):
+        lines += ["## Cost-model accuracy in the first rounds (paper Figure 9)", "",
+                  "Median over tasks and seeds of each round's batch, predicted before it was "
+                  "measured (round 1 = no measurement of the task yet).", "",
+                  "| framework | metric | " + " | ".join(f"r{i + 1}" for i in range(EARLY_ROUNDS))
+                  + " |", "|---|---|" + "---|" * EARLY_ROUNDS]
+        for preset, e in doc["early_accuracy"].items():
+            for key, name in (("mse", "MSE"), ("mse_d", "MSE(D)"), ("pairwise", "pairwise")):
+                lines.append(f"| {preset} | {name} | "
+                             + " | ".join(_fmt(v) for v in e[key]) + " |")
+        lines += ["", f"![accuracy]({os.path.basename(doc['png_accuracy'])})", ""]
+    if doc.get("networks"):
+        lines += ["## End to end (paper Table 3)", "",
+                  "| network | framework | trials | tasks measured | tuned ms (median) | "
+                  "per seed | untuned ms | speedup | PyTorch eager ms | torch.compile ms | "
+                  "tuning min |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in doc["networks"]:
+            per_seed = ", ".join(_fmt(v, ".2f") for v in r.get("tuned_ms_per_seed", []))
+            lines.append(
+                f"| {r['network']} | {r['preset']} | {_fmt(r['trials'], '.0f')} | "
+                f"{_fmt(r.get('tasks_measured'), '.0f')} of {_fmt(r.get('tasks'), 'd')} | "
+                f"{_fmt(r['tuned_ms'], '.2f')} | {per_seed or '-'} "
+                f"| {_fmt(r['untuned_ms'], '.1f')} | {_fmt(r['speedup_over_untuned'], '.1f')} | "
+                f"{_fmt(r['torch_ms'], '.2f')} | {_fmt(r['torch_compile_ms'], '.2f')} | "
+                f"{_fmt(r['tuning_minutes'], '.1f')} |")
+        seeds = doc.get("network_seeds") or [0]
+        lines += ["", f"Seeds per network: {', '.join(map(str, seeds))} (medians over the "
+                  "seeds done); tuned and untuned are TVM builds of the same model, PyTorch "
+                  "eager and torch.compile run it on the same CPU (torch.compile once per "
+                  "network). Tasks measured: the tasks the budget reached (the others keep "
+                  "TVM's default schedule)." + _rounds_note(doc["networks"]), ""]
+        if doc.get("png_networks"):
+            lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
+    lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
+              "per seed, the measured trials after which the framework's best was at least "
+              "as fast as xgb's median final best ('-': not within the budget); seconds to "
+              "xgb's best: the same in tuning seconds (search + measurement + model update "
+              "of every round; set-up before the first round, such as loading a checkpoint "
+              "or fitting xgb-Xfer's transfer model, is not counted). "
+              "At equal time vs xgb: per seed, every framework's best after the tuning time "
+              "of that seed's fastest run (the rounds it finished by then), median over seeds "
+              "every framework has finished, over xgb's. First round: the best of the "
+              "first batch, before any measurement of the task (median over seeds), over "
+              "xgb's. MSE, MSE(D), "
+              "pairwise: the cost model on each new batch before it was measured, median over "
+              "rounds (paper Table 4)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,106 @@
+"""The comparison's run plan: its tasks and presets, each task run in a fresh worker
+process and each network run through ``tune.py``, resumable from the run records."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from common import REPO
+
+PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
+QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu1"]
+FULL_TASKS = [
+    "resnet-18/fused_conv2d1_add1_relu1", "resnet-18/fused_conv2d6_add5_relu3",
+    "alexnet/fused_conv2d1_add1_relu1", "vgg-16/fused_conv2d5_add2_relu2",
+    "squeezenet/fused_conv2d_add_relu", "squeezenet/fused_conv2d13_add8_relu8",
+]
+
+
+def _finished(path: str) -> dict | None:
+    """The network run's report at ``path`` if that run finished (has a tuned latency)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    return report if report.get("latency_ms", {}).get("tuned") is not None else None
+
+
+def network_run_name(network: str, preset: str, trials: int, seed: int) -> str:
+    """The name of a network run's record and work dir (seed 0 has no seed suffix)."""
+    return f"net-{network}-{preset}-t{trials}" + (f"-s{seed}" if seed else "")
+
+
+def tune_networks(args: argparse.Namespace) -> list[dict]:
+    """Tune each network with each preset and each of ``--network-seeds`` via ``tune.py``,
+    seed by seed; resumable: a finished run's report is read back (from ``--runs-dir``,
+    else its work dir), an unfinished one resumes from its work dir's database.
+    ``torch.compile`` is measured once per network (first seed, first preset)."""
+    reports = []
+    plan = itertools.product(enumerate(args.network_seeds), args.networks,
+                             enumerate(args.presets))
+    for (k, seed), network, (i, preset) in plan:
+        name = network_run_name(network, preset, args.network_trials, seed)
+        record = os.path.join(args.runs_dir, name + ".json")
+        report = _finished(record)
+        if report is None:
+            work = os.path.join(args.work_root, name)
+            report = _finished(os.path.join(work, "report.json"))
+            if report is None and args.report_only:
+                continue
+            if report is None:
+                print(f"{network} {preset} seed {seed}: tuning {args.network_trials} trials",
+                      flush=True)
+                compile_ = "true" if i == 0 and k == 0 else "false"
+                cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
+                       "--trials", str(args.network_trials), "--work-dir", work,
+                       "--seed", str(seed), "progress=false",
+                       f"evaluate.torch_compile={compile_}", *args.overrides]
+                subprocess.run(cmd, check=True, cwd=REPO)
+                report = _finished(os.path.join(work, "report.json"))
+                if report is None:
+                    raise RuntimeError(f"{work}/report.json has no tuned latency; see "
+                                       f"{work}/logs and rerun to resume")
+            os.makedirs(args.runs_dir, exist_ok=True)
+            shutil.copyfile(os.path.join(work, "report.json"), record)
+        reports.append(report)
+    return reports
+
+
+def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
+    """Run every planned task run (each seed, then each task, then each preset) not yet
+    recorded, each in a fresh ``script --worker`` process; resumable: a recorded run is
+    read back (with ``--report-only``, a missing one is skipped).
+
+    Args:
+        args: The command line (``tasks``, ``presets``, ``seeds``, ``trials``, ``batch``,
+            ``runs_dir``, ``report_only``, ``overrides``).
+        script: The path of the script whose ``--worker`` mode runs one task run.
+
+    Returns:
+        ``(runs, planned)``: the records of the runs done, and how many runs were planned.
+    """
+    runs_dir = os.path.join(args.runs_dir, f"t{args.trials}-b{args.batch}")
+    os.makedirs(runs_dir, exist_ok=True)
+    runs = []
+    plan = [(t, s, p) for s in args.seeds for t in args.tasks for p in args.presets]
+    for i, (task, seed, preset) in enumerate(plan, 1):
+        path = os.path.join(runs_dir, f"{task.replace('/', '__')}-{preset}-{seed}.json")
+        if not os.path.exists(path) and args.report_only:
+            continue
+        if not os.path.exists(path):
+            print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}", flush=True)
+            cmd = [sys.executable, script, "--trials", str(args.trials),
+                   "--batch", str(args.batch), "--worker", task, preset, str(seed), path,
+                   *args.overrides]
+            subprocess.run(cmd, check=True, cwd=REPO)
+        else:
+            print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}: done before", flush=True)
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    return runs, len(plan)

@@ -1,0 +1,223 @@
+"""The comparison's statistics: best-so-far curves against trials and tuning seconds,
+trials and seconds to xgb's best, bests at equal tuning time, per-task and overall
+summaries, early-round accuracy and the end-to-end rows."""
+
+from __future__ import annotations
+
+import math
+
+from common import geomean, median
+
+BASELINE = "xgb"
+BASELINES = ("xgb", "xgb-Xfer")  # TVM's own tuners; every other preset is MetaTune
+EARLY_ROUNDS = 8  # rounds shown in the early-iteration accuracy curves (paper Figure 9)
+
+
+def trials_to_reach(curve: list[list[float]], target_ms: float) -> float | None:
+    """The first x (trials, or seconds for a :func:`time_curve`) whose best-so-far is at
+    most ``target_ms`` (``None``: never)."""
+    for x, best in curve:
+        if best is not None and best <= target_ms * (1 + 1e-9):
+            return x
+    return None
+
+
+def time_curve(run: dict) -> list[list[float]]:
+    """``[[seconds, best_ms]]`` per round: the run's best after each round against its
+    cumulative search + measurement + model-update seconds (the run's tuning time)."""
+    best = {int(t): b for t, b in run["curve"]}
+    out, seconds = [], 0.0
+    for r in run["rounds"]:
+        seconds += sum(r.get(key) or 0.0 for key in ("search_s", "measure_s", "update_s"))
+        if r.get("trial") in best:
+            out.append([seconds, best[r["trial"]]])
+    return out
+
+
+def best_at(curve: list[list[float]], x: float) -> float | None:
+    """Best-so-far latency at ``x`` trials (or seconds, for a :func:`time_curve`): that of
+    the last round not past it; ``None`` before the first."""
+    best = None
+    for t, b in curve:
+        if t > x:
+            break
+        best = b
+    return best
+
+
+def equal_time_budgets(runs: list[dict]) -> dict[int, float]:
+    """Per seed, the shortest tuning time (search + measurement + model update, as
+    :func:`time_curve` counts it) of the runs given, all of one task: the wall-time budget
+    at which every framework is compared with equal time.
+
+    Only seeds that every preset among ``runs`` has finished get a budget (in a partial
+    run, the seed under way has none), and only runs with round timings count.
+    """
+    presets = {r["preset"] for r in runs}
+    ends: dict[int, dict[str, float]] = {}
+    for r in runs:
+        curve = time_curve(r)
+        if curve and curve[-1][0] > 0:
+            ends.setdefault(r["seed"], {})[r["preset"]] = curve[-1][0]
+    return {seed: min(v.values()) for seed, v in ends.items() if set(v) == presets}
+
+
+def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> dict:
+    """Per task and preset: final bests, curves, trials to xgb's best, bests at equal
+    tuning time, accuracy."""
+    out: dict = {}
+    grid = list(range(batch, trials + 1, batch))
+    for task in dict.fromkeys(r["task"] for r in runs):
+        per_task = {}
+        base = [r for r in runs if r["task"] == task and r["preset"] == BASELINE]
+        base_final = median([r["best_ms"] for r in base])
+        budgets = equal_time_budgets([r for r in runs if r["task"] == task])
+        base_at_time = _median_or_inf([best_at(time_curve(r), budgets[r["seed"]])
+                                       for r in base if r["seed"] in budgets])
+        for preset in presets:
+            mine = sorted((r for r in runs if r["task"] == task and r["preset"] == preset),
+                          key=lambda r: r["seed"])
+            if not mine:
+                continue
+            curves = [[best_at(r["curve"], t) for t in grid] for r in mine]
+            rounds = [x for r in mine for x in r["rounds"]]
+            reach = [trials_to_reach(r["curve"], base_final) for r in mine] if base_final else []
+            final = median([r["best_ms"] for r in mine])
+            times = [time_curve(r) for r in mine]
+            reach_s = [trials_to_reach(t, base_final) for t in times] if base_final else []
+            at_time = [best_at(t, budgets[r["seed"]]) for t, r in zip(times, mine)
+                       if r["seed"] in budgets]
+            at_time_median = _median_or_inf(at_time)
+            per_task[preset] = {
+                "seeds": [r["seed"] for r in mine],
+                "final_ms": [r["best_ms"] for r in mine],
+                "median_final_ms": final,
+                "final_over_xgb": (final / base_final) if final and base_final else None,
+                "trials_to_xgb_best": reach,
+                "seconds_to_xgb_best": reach_s,
+                "time_curves": times,
+                "equal_time_s": [budgets[r["seed"]] for r in mine if r["seed"] in budgets],
+                "equal_time_ms": at_time,
+                "median_equal_time_ms": at_time_median,
+                "equal_time_over_xgb": (at_time_median / base_at_time
+                                        if at_time_median and base_at_time else None),
+                "curve_trials": grid,
+                "curve_median_ms": [median(list(col)) for col in zip(*curves)],
+                "curve_min_ms": [min((v for v in col if v), default=None) for col in zip(*curves)],
+                "curve_max_ms": [max((v for v in col if v), default=None) for col in zip(*curves)],
+                "median_mse": median([x.get("mse") for x in rounds]),
+                "median_mse_d": median([x.get("mse_d") for x in rounds]),
+                "median_pairwise": median([x.get("pairwise") for x in rounds]),
+                **{f"early_{key}": [median([r["rounds"][i].get(key) for r in mine
+                                            if i < len(r["rounds"])])
+                                    for i in range(EARLY_ROUNDS)]
+                   for key in ("mse", "mse_d", "pairwise")},
+                "tuning_seconds": median([r["tuning_seconds"] for r in mine]),
+            }
+        out[task] = per_task
+    return out
+
+
+def _median_or_inf(values: list[float | None]) -> float | None:
+    """Median of ``values``, counting ``None`` (no result by then) as infinitely slow;
+    ``None`` for no values or an infinite median."""
+    m = median([math.inf if v is None else v for v in values])
+    return None if m is None or math.isinf(m) else m
+
+
+def _median_reach(per: list[dict], key: str) -> float | None:
+    """Median over all runs of ``key`` (trials or seconds to xgb's best), counting runs that
+    never reached it as infinite; ``None`` when that median is infinite."""
+    return _median_or_inf([v for s in per for v in s[key]])
+
+
+def overall(summary: dict, presets: list[str]) -> dict:
+    """Per preset, across tasks: the geometric mean of final best over xgb's, of best at
+    equal tuning time over xgb's and of best after the first round (median over seeds)
+    over xgb's, on how many tasks it beat xgb, the median over runs of
+    the trials and of the tuning seconds to xgb's best (``None`` when most runs never
+    reached it), and the median over tasks of its tuning time over xgb's.
+
+    Args:
+        summary: ``summarize``'s output.
+        presets: The presets, in table order.
+
+    Returns:
+        ``{preset: {"geomean_over_xgb", "equal_time_geomean_over_xgb",
+        "first_round_geomean_over_xgb", "tasks_better",
+        "tasks", "median_trials_to_xgb_best", "median_seconds_to_xgb_best",
+        "runs_reaching_xgb_best", "runs", "tuning_time_over_xgb"}}``.
+    """
+    out = {}
+    for preset in presets:
+        pairs = [(t[preset], t[BASELINE]) for t in summary.values()
+                 if preset in t and BASELINE in t]
+        per = [mine for mine, _ in pairs]
+        ratios = [s["final_over_xgb"] for s in per if s["final_over_xgb"]]
+        if not ratios:
+            continue
+        times = [mine["tuning_seconds"] / base["tuning_seconds"] for mine, base in pairs
+                 if mine["tuning_seconds"] and base["tuning_seconds"]]
+        out[preset] = {
+            "geomean_over_xgb": geomean(ratios),
+            "equal_time_geomean_over_xgb": geomean([s.get("equal_time_over_xgb")
+                                                    for s in per]),
+            "first_round_geomean_over_xgb": geomean([
+                mine["curve_median_ms"][0] / base["curve_median_ms"][0]
+                for mine, base in pairs if mine["curve_median_ms"] and base["curve_median_ms"]
+                and mine["curve_median_ms"][0] and base["curve_median_ms"][0]]),
+            "tasks_better": sum(r < 1.0 for r in ratios), "tasks": len(ratios),
+            "median_trials_to_xgb_best": _median_reach(per, "trials_to_xgb_best"),
+            "median_seconds_to_xgb_best": _median_reach(per, "seconds_to_xgb_best"),
+            "runs_reaching_xgb_best": sum(v is not None for s in per
+                                          for v in s["trials_to_xgb_best"]),
+            "runs": sum(len(s["trials_to_xgb_best"]) for s in per),
+            "tuning_time_over_xgb": median(times),
+        }
+    return out
+
+
+def early_accuracy(summary: dict, presets: list[str]) -> dict:
+    """Per preset, the median over tasks of each early round's MSE, MSE(D) and pairwise
+    accuracy (round ``i`` = the ``i``-th batch, predicted before it was measured)."""
+    out = {}
+    for preset in presets:
+        per = [t[preset] for t in summary.values() if preset in t]
+        if per:
+            out[preset] = {key: [median([s[f"early_{key}"][i] for s in per])
+                                 for i in range(EARLY_ROUNDS)]
+                           for key in ("mse", "mse_d", "pairwise")}
+    return out
+
+
+def network_rows(reports: list[dict]) -> list[dict]:
+    """One row per (network, preset) for the end-to-end table: medians over its seeds'
+    runs (each run's own value listed per seed for the tuned latency)."""
+    rows = []
+    compiled = {r["network"]: r["latency_ms"].get("torch_compile") for r in reports
+                if r["latency_ms"].get("torch_compile")}
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in reports:
+        groups.setdefault((r["network"], r["preset"]), []).append(r)
+    for (network, preset), runs in groups.items():
+        runs = sorted(runs, key=lambda r: r.get("config", {}).get("seed") or 0)
+        lat = [r["latency_ms"] for r in runs]
+        tasks = [r["tasks"] for r in runs if "tasks" in r]
+        rows.append({
+            "network": network, "preset": preset,
+            "seeds": [r.get("config", {}).get("seed") for r in runs],
+            "trials": median([r["trials_total"] for r in runs]),
+            "tuned_ms": median([x["tuned"] for x in lat]),
+            "tuned_ms_per_seed": [x["tuned"] for x in lat],
+            "untuned_ms": median([x["untuned"] for x in lat]),
+            "torch_ms": median([x["torch"] for x in lat]),
+            "torch_compile_ms": compiled.get(network),
+            "speedup_over_untuned": median([x["untuned"] / x["tuned"] for x in lat
+                                            if x["tuned"] and x["untuned"]]),
+            "tuning_minutes": median([r["tuning_seconds"] / 60.0 for r in runs]),
+            "tasks": len(tasks[0]) if tasks else None,
+            "tasks_measured": (median([sum(1 for t in ts if t.get("best_ms")) for ts in tasks])
+                               if tasks else None),
+            "trials_per_round": runs[0].get("config", {}).get("trials_per_round"),
+        })
+    return rows

@@ -1,0 +1,9 @@
+"""Learned cost models as MetaSchedule ``PyCostModel`` s: MetaTune's GCN
+(:mod:`tuner.models.cost_model`), XGBoost with transfer (:mod:`tuner.models.xgb_transfer`) and
+MetaSchedule's MLP (:mod:`tuner.models.mlp`).
+
+Imports the core and :mod:`tuner.engine`; never the searches or the application.
+"""
+
+#: The cost models ``cost_model=`` may name (see :func:`tuner.app.tuning.make_cost_model`).
+COST_MODELS = ("metatune", "xgb", "xgb-xfer", "mlp", "random")
