@@ -92,6 +92,10 @@ def versus_pytorch(rows: list[dict]) -> list[str]:
     return out
 
 
+#: Runs measured before this moment ran TVM on half the cores (tuner/engine/runtime.py).
+THREADS_FIXED = "2026-11-30T16:00:00+00:00"
+
+
 def markdown(doc: dict) -> str:
     lines = ["# Tuning frameworks side by side on held-out convolutions", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
@@ -103,6 +107,11 @@ def markdown(doc: dict) -> str:
              "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
              "transfer from the training split; meta-BO / meta-BO-T = MetaTune (plain / "
              "super-graph) + batch BO"]
+    if doc.get("measured") and doc["measured"][1] < THREADS_FIXED:
+        lines.append("- **stale: measured with one TVM thread.** Before "
+                     f"{THREADS_FIXED[:10]} TVM's pool ran half the cores on x86 (1 of 2 here) "
+                     "in every measurement and evaluation, while PyTorch ran on 2; weights "
+                     "were not packed. Rerun the command on the corrected runtime.")
     if doc.get("runs_done", 0) < doc.get("runs_planned", 0):
         lines.append(f"- **partial**: {doc['runs_done']} of the {doc['runs_planned']} planned "
                      "task runs are done (rerun the command to resume); medians are over the "
