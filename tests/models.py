@@ -19,3 +19,8 @@ def tiny_convnet() -> nn.Module:
 def not_a_module() -> int:
     """A factory that returns the wrong type (for error tests)."""
     return 42
+
+
+def raises() -> nn.Module:
+    """A factory that fails (for error tests)."""
+    raise RuntimeError("weights not found")

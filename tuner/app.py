@@ -45,18 +45,31 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     Raises:
         metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
     """
-    from tuner.database import ensure_work_dir, open_database
-    from tuner.networks import load_network
-    from tuner.report import format_report, machine_info, plot_curves, write_report
+    from tuner.database import ensure_work_dir
+    from tuner.preflight import check_inputs
     from tuner.targets import resolve_target
-    from tuner.tasks import extract_tasks, format_task_table
-    from tuner.tuning import tune
+    from tuner.workdir_lock import WorkDirLock
 
     validate(cfg)
     setup_logging(cfg["log_level"])
     target_info = resolve_target(cfg["target"], cfg["num_cores"])
+    check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
     work_dir = default_work_dir(cfg, _network_label(cfg))
     ensure_work_dir(work_dir)
+    with WorkDirLock(work_dir):
+        return _tune_and_report(cfg, target_info, work_dir)
+
+
+def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[str, Any]:
+    """:func:`run_tune` once the inputs are checked and the work dir is locked."""
+    from tuner.database import open_database
+    from tuner.networks import load_network
+    from tuner.preflight import check_resume
+    from tuner.report import format_report, machine_info, plot_curves, write_report
+    from tuner.tasks import extract_tasks, format_task_table
+    from tuner.tuning import tune
+
+    check_resume(work_dir, cfg, target_info)
     database = open_database(work_dir, repair=cfg["repair_db"])
     logger.info("target %s, work dir %s", target_info.description, work_dir)
 

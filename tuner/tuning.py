@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass, field
 
 from metatune.errors import ConfigError
-from tuner.builder import PersistentBuilder
+from tuner.builder import PersistentBuilder, stop_pool
 from tuner.database import best_seconds_per_task, measured_per_task
+from tuner.durability import RecordFileGuard, as_write_error
 from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
 from tuner.scheduler import EagerGradientScheduler
@@ -224,6 +225,7 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
 
     Raises:
         TuningStalledError: Several rounds in a row measured nothing valid.
+        WorkDirError: A round's records did not reach the disk (full or unwritable).
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -260,11 +262,12 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
         show_bar=bool(cfg["progress"]))
     rounds = RoundMonitor(clock, names, work_dir, writer, trials_before)
+    guard = RecordFileGuard(work_dir)  # first: a round not on disk is never counted
     # Order matters: the batch is scored before the cost model learns from it
     # (UpdateCostModel is among the defaults), and the round closes after the update.
     callbacks = [BatchAccuracyCallback(clock, cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
-                 MonitorCallback([failures, progress, rounds])]
+                 MonitorCallback([guard, failures, progress, rounds])]
     per_task = cfg["trials_per_task"]
     start = time.perf_counter()
     try:
@@ -281,12 +284,18 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
             cost_model=cost_model,
         )
     except Exception as err:
+        if guard.error is not None:
+            raise guard.error from err
         if failures.stalled is not None:
             raise failures.stalled from err
+        write_error = as_write_error(err, work_dir)
+        if write_error is not None:
+            raise write_error from err
         raise
     finally:
         progress.close()
         builder.shutdown()
+        stop_pool(runner.pool)
     seconds = time.perf_counter() - start
     return TuningOutcome(
         trials_before=trials_before,
