@@ -99,8 +99,11 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: returns the process exit code."""
     from metatune.errors import MetaTuneError
+    import logging
+
     from tuner.durability import WRITE_ERRNOS
 
+    logging.raiseExceptions = False  # a log line that cannot be written prints no traceback
     try:
         yaml_path, dotlist = parse_args(sys.argv[1:] if argv is None else argv)
         from tuner.app import run_tune

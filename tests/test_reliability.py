@@ -178,3 +178,16 @@ def test_stop_pool_ends_a_running_build_at_once():
     assert time.time() - start < 10
     assert procs and all(p.poll() is not None for p in procs)
     assert all(f.done() for f in futures)
+
+
+def test_interrupt_watch_remembers_ctrl_c():
+    from tuner.interrupt import InterruptWatch
+
+    watch = InterruptWatch()
+    with pytest.raises(KeyboardInterrupt):
+        with watch:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+    assert watch.seen and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        watch.observe(0, [], [])  # the next round stops even if the first was swallowed

@@ -11,6 +11,7 @@ from metatune.errors import ConfigError
 from tuner.builder import PersistentBuilder, stop_pool
 from tuner.database import best_seconds_per_task, measured_per_task
 from tuner.durability import RecordFileGuard, as_write_error
+from tuner.interrupt import InterruptWatch
 from tuner.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
 from tuner.scheduler import EagerGradientScheduler
@@ -263,13 +264,15 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
         show_bar=bool(cfg["progress"]))
     rounds = RoundMonitor(clock, names, work_dir, writer, trials_before)
     guard = RecordFileGuard(work_dir)  # first: a round not on disk is never counted
+    interrupt = InterruptWatch()
     # Order matters: the batch is scored before the cost model learns from it
     # (UpdateCostModel is among the defaults), and the round closes after the update.
     callbacks = [BatchAccuracyCallback(clock, cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
-                 MonitorCallback([guard, failures, progress, rounds])]
+                 MonitorCallback([guard, interrupt, failures, progress, rounds])]
     per_task = cfg["trials_per_task"]
     start = time.perf_counter()
+    interrupt.__enter__()
     try:
         EagerGradientScheduler().tune(
             tasks=contexts,
@@ -284,6 +287,8 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
             cost_model=cost_model,
         )
     except Exception as err:
+        if interrupt.seen:  # Ctrl-C crossed TVM's FFI as another error
+            raise KeyboardInterrupt from None
         if guard.error is not None:
             raise guard.error from err
         if failures.stalled is not None:
@@ -293,9 +298,12 @@ def tune(tasks: list[TaskInfo], target_info, database, cfg: dict, work_dir: str,
             raise write_error from err
         raise
     finally:
+        interrupt.__exit__()
         progress.close()
         builder.shutdown()
         stop_pool(runner.pool)
+    if interrupt.seen:
+        raise KeyboardInterrupt
     seconds = time.perf_counter() - start
     return TuningOutcome(
         trials_before=trials_before,
