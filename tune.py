@@ -96,11 +96,24 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     return args.config, dotlist + list(args.overrides)
 
 
+def kill_children() -> None:
+    """Kill this process's remaining children (builder or runner workers still starting)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - TVM depends on it
+        return
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: returns the process exit code."""
-    from metatune.errors import MetaTuneError
     import logging
 
+    from metatune.errors import MetaTuneError
     from tuner.durability import WRITE_ERRNOS
 
     logging.raiseExceptions = False  # a log line that cannot be written prints no traceback
@@ -116,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; rerun to resume (every measurement made so far is in the work "
               "dir's database)", file=sys.stderr)
+        kill_children()
         return 130
     except OSError as err:  # a write that failed outside the tuning loop (report, curves)
         if err.errno not in WRITE_ERRNOS:

@@ -10,7 +10,7 @@ candidate was measured twice, and (where it applies) rerunning resumed within th
 
 Needs root for the tmpfs rows (``mount``); they are skipped otherwise.
 
-    python bench/faults.py                 # every row (about 10 minutes on 2 cores)
+    python bench/faults.py                 # every row (about 20 minutes on 2 cores)
     python bench/faults.py --only lock ctrl-c
 """
 
