@@ -129,6 +129,7 @@ class Tmpfs:
 
     def __init__(self, size: str) -> None:
         self.path = tempfile.mkdtemp(prefix="metatune-fault-fs-")
+        self.process: subprocess.Popen | None = None  # killed on close if still running
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", self.path],
                        check=True, capture_output=True)
 
@@ -137,7 +138,12 @@ class Tmpfs:
                        capture_output=True)
 
     def close(self) -> None:
-        subprocess.run(["umount", self.path], capture_output=True)
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        subprocess.run(["chattr", "-R", "-i", self.path], capture_output=True)
+        if subprocess.run(["umount", self.path], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", self.path], capture_output=True)  # still in use
         os.rmdir(self.path)
 
 
@@ -261,6 +267,7 @@ def row_read_only(tmp: str):
     try:
         work = os.path.join(fs.path, "w")
         p = start(work, trials=64)
+        fs.process = p
         wait_for(lambda: len(records(work)) >= 8, timeout=300)
         files = [os.path.join(work, n) for n in os.listdir(work)
                  if os.path.isfile(os.path.join(work, n))]

@@ -13,7 +13,12 @@ import time
 import pytest
 
 from metatune.errors import DatabaseCorruptError, WorkDirError
-from tuner.database import RECORD_FILE, WORKLOAD_FILE, check_database_files, open_database
+from tuner.database import (
+    RECORD_FILE,
+    WORKLOAD_FILE,
+    check_database_files,
+    open_database,
+)
 from tuner.durability import RecordFileGuard, as_write_error
 from tuner.workdir_lock import WorkDirLock
 
@@ -184,10 +189,9 @@ def test_interrupt_watch_remembers_ctrl_c():
     from tuner.interrupt import InterruptWatch
 
     watch = InterruptWatch()
-    with pytest.raises(KeyboardInterrupt):
-        with watch:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
+    with pytest.raises(KeyboardInterrupt), watch:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
     assert watch.seen and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         watch.observe(0, [], [])  # the next round stops even if the first was swallowed

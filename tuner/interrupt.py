@@ -28,7 +28,7 @@ class InterruptWatch:
         self.seen = True
         raise KeyboardInterrupt
 
-    def __enter__(self) -> "InterruptWatch":
+    def __enter__(self) -> InterruptWatch:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handler)
         return self

@@ -58,7 +58,7 @@ class WorkDirLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "WorkDirLock":
+    def __enter__(self) -> WorkDirLock:
         self.acquire()
         return self
 
