@@ -28,8 +28,13 @@ def load_config(overrides: list[str], yaml_path: str = DEFAULT_YAML) -> dict:
 
     cfg = merge_config(None, yaml_path, overrides, "collect")
     for key in ("train_samples", "heldout_samples", "per_kind", "trials_per_round"):
-        if int(cfg[key]) <= 0:
-            raise ConfigError(f"{key}={cfg[key]}: must be positive")
+        try:
+            value = int(cfg[key])
+        except (TypeError, ValueError):
+            value = 0
+        if isinstance(cfg[key], bool) or value <= 0:
+            raise ConfigError(f"{key}={cfg[key]!r}: must be a positive integer")
+        cfg[key] = value
     for key in ("out", "work_dir"):
         if not os.path.isabs(cfg[key]):
             cfg[key] = os.path.join(ROOT, cfg[key])

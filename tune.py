@@ -23,8 +23,32 @@ FLAGS = {
 }
 
 
+def parse_shape(text: str) -> list[int]:
+    """``3,224,224``, ``3x224x224`` or ``[3, 224, 224]`` as a list of positive ints.
+
+    Raises:
+        ConfigError: Not a list of positive integers.
+    """
+    from metatune.errors import ConfigError
+
+    parts = text.strip().strip("[]()").replace("x", ",").split(",")
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        dims = []
+    if not dims or any(d <= 0 for d in dims):
+        raise ConfigError(f"--input-shape {text!r}: give positive dims without the batch, "
+                          "e.g. 3,224,224")
+    return dims
+
+
 def parse_args(argv: list[str]) -> tuple[str, list[str]]:
-    """Parse flags and dotlist overrides into (yaml path, dotlist)."""
+    """Parse flags and dotlist overrides into (yaml path, dotlist).
+
+    Raises:
+        ConfigError: Conflicting flags or a malformed ``--input-shape``.
+    """
+    from metatune.errors import ConfigError
     from tuner.app.config import DEFAULT_TUNE_YAML
 
     p = argparse.ArgumentParser(description=__doc__,
@@ -53,13 +77,18 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--config", default=DEFAULT_TUNE_YAML, help="YAML defaults")
     p.add_argument("overrides", nargs="*", help="dotlist overrides, e.g. runner.number=5")
     args = p.parse_args(argv)
+    if args.network and (args.onnx or args.model):
+        raise ConfigError(f"--network {args.network} with --{'onnx' if args.onnx else 'model'}: "
+                          "give one network: --network, --onnx or --model")
+    if args.onnx and args.model:
+        raise ConfigError("--onnx with --model: give one network: --network, --onnx or --model")
     dotlist = []
     for flag, key in FLAGS.items():
         value = getattr(args, flag)
         if key is None or value is None:
             continue
         if flag == "input_shape":
-            value = "[" + value.replace("x", ",") + "]"
+            value = "[" + ",".join(map(str, parse_shape(value))) + "]"
         elif isinstance(value, str) and value.startswith("{"):
             value = "'" + value.replace("'", "\\'") + "'"  # JSON target: keep it a string
         dotlist.append(f"{key}={value}")
@@ -70,12 +99,29 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     return args.config, dotlist + list(args.overrides)
 
 
+def kill_children() -> None:
+    """Kill this process's remaining children (builder or runner workers still starting)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - TVM depends on it
+        return
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: returns the process exit code."""
-    from metatune.errors import MetaTuneError
+    import logging
 
-    yaml_path, dotlist = parse_args(sys.argv[1:] if argv is None else argv)
+    from metatune.errors import MetaTuneError
+    from tuner.engine.durability import WRITE_ERRNOS
+
+    logging.raiseExceptions = False  # a log line that cannot be written prints no traceback
     try:
+        yaml_path, dotlist = parse_args(sys.argv[1:] if argv is None else argv)
         from tuner.app.run import run_tune
         from tuner.app.config import load_tune_config
 
@@ -84,9 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\ninterrupted: every measurement made so far is in the work dir's database; "
-              "run the same command again to resume", file=sys.stderr)
+        print("\ninterrupted; rerun to resume (every measurement made so far is in the work "
+              "dir's database)", file=sys.stderr)
+        kill_children()
         return 130
+    except OSError as err:  # a write that failed outside the tuning loop (report, curves)
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        print(f"error: cannot write {err.filename or 'a file'} ({err.strerror}); free some "
+              "space or make the work dir writable, then rerun the same command "
+              "(the measurements are kept)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,7 +1,7 @@
 """The cost model's zero-shot pick against TVM's default schedule and one measured round.
 
 A task that the budget does not reach gets the schedule the cost model scores best
-(:mod:`tuner.zero_shot`), never measured while tuning. This benchmark measures, for every
+(:mod:`tuner.search.zero_shot`), never measured while tuning. This benchmark measures, for every
 task of the given networks, with the same builder and runner as tuning:
 
 - ``default``: the task as TVM compiles it with no schedule (what an unmeasured task ran
@@ -48,8 +48,8 @@ def measure(mods: list, info) -> list[float | None]:
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
 
+    from metatune.records import measured_seconds
     from tuner.engine.builder import PersistentBuilder
-    from tuner.app.monitor import result_seconds
     from tuner.app.tuning import make_runner
 
     builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=120,
@@ -65,7 +65,8 @@ def measure(mods: list, info) -> list[float | None]:
                                           ArgInfo.from_entry_func(m, remove_preproc=True)))
                 where.append(i)
         for i, fut in zip(where, runner.run(inputs)):
-            out[i] = result_seconds(fut.result())
+            res = fut.result()
+            out[i] = measured_seconds(res.run_secs, res.error_msg)
         return out
     finally:
         builder.shutdown()

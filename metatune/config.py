@@ -26,6 +26,8 @@ def merge_config(schema: Any, yaml_path: str | None, overrides: list[str] | None
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    if yaml_path:
+        _check_yaml_file(yaml_path, what)
     try:
         cfg = OmegaConf.structured(schema) if schema is not None else None
         if yaml_path:
@@ -43,6 +45,30 @@ def merge_config(schema: Any, yaml_path: str | None, overrides: list[str] | None
         where = f" (key {key!r})" if key else ""
         raise ConfigError(f"bad {what} config{where}: {str(err).splitlines()[0]}; see "
                           f"configs/{what}.yaml for the keys and their types") from err
+
+
+def _check_yaml_file(path: str, what: str) -> None:
+    """Refuse a config file that is missing, unreadable, not YAML, or not a mapping.
+
+    Raises:
+        ConfigError: What is wrong with it, naming the file.
+    """
+    import yaml
+
+    hint = f"pass --config with a YAML mapping of keys (see configs/{what}.yaml)"
+    if os.path.isdir(path):
+        raise ConfigError(f"config {path!r} is a directory; {hint}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as err:
+        raise ConfigError(f"cannot read config {path!r} ({err.strerror}); {hint}") from err
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"config {path!r} is not valid YAML ({first}); {hint}") from err
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"config {path!r} holds a {type(data).__name__}, not a mapping of "
+                          f"keys; {hint}")
 
 
 def default_checkpoint(dataset: str = "llvm", graph: str = "super") -> str:

@@ -26,3 +26,8 @@ def tiny_classifier() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                          nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).eval()
+
+
+def raises() -> nn.Module:
+    """A factory that fails (for error tests)."""
+    raise RuntimeError("weights not found")

@@ -100,3 +100,82 @@ def test_cli_corrupt_database(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and "--repair-db" in err
     assert (tmp_path / RECORD_FILE).read_text() == "{broken\n"  # untouched
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read config"), ("dir", "is a directory"), ("- 1\n- 2\n", "not a mapping"),
+    ("trials: [1\n", "not valid YAML"),
+])
+def test_bad_config_file_is_one_line(content, message, capsys, tmp_path):
+    path = tmp_path / "c.yaml"
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_text(content)
+    code = tune.main(["--network", "alexnet", "--config", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and "\n" not in err
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("torch.nn:Conv2d", "without arguments failed"), ("math:pi", "not a callable"),
+    ("tests.models:raises", "weights not found"),
+])
+def test_model_factories_that_fail(spec, message):
+    with pytest.raises(ModelImportError, match=message):
+        load_network(model_spec=spec)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--network", "alexnet", "--input-shape", "3,a"], "--input-shape"),
+    (["--network", "alexnet", "--seed", "-1"], "seed=-1"),
+    (["--network", "alexnet", "--onnx", "m.onnx"], "give one network"),
+    (["--model", "tests.models:tiny_convnet", "--network", "vgg-16"], "give one network"),
+    (["--network", "alexnet", "--target", '{"kind": "llvm", "mcpu": "nonsense"}'],
+     "not a CPU LLVM knows"),
+    (["--network", "alexnet", "--checkpoint", "/nonexistent.ckpt"], "not found"),
+    (["--network", "lenet"], "unknown network"),
+    (["--network", "alexnet", "--preset", "XGB-xfer2"], "any case"),
+])
+def test_bad_input_stops_before_the_work_dir_exists(argv, message, capsys, tmp_path):
+    work = tmp_path / "w"
+    code = tune.main(argv + ["--work-dir", str(work), "evaluate.enabled=false"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and "\n" not in err
+    assert not work.exists()
+
+
+def test_input_shape_accepts_brackets():
+    _, dotlist = tune.parse_args(["--model", "m:f", "--input-shape", "[3, 224, 224]"])
+    assert "input_shape=[3,224,224]" in dotlist
+
+
+def test_collect_bad_number_is_one_line(capsys):
+    import collect
+
+    assert collect.main(["run", "train_samples=abc"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "train_samples" in err and "\n" not in err
+
+
+def test_preset_and_cost_model_names_ignore_case():
+    from tuner.app.config import load_tune_config
+
+    cfg = load_tune_config(overrides=["preset=XGB-XFER"])
+    assert (cfg["preset"], cfg["cost_model"], cfg["search"]) == ("xgb-Xfer", "xgb-xfer",
+                                                                 "evolutionary")
+    cfg = load_tune_config(overrides=["cost_model=XGB-Xfer", "search=Evolutionary"])
+    assert (cfg["cost_model"], cfg["search"]) == ("xgb-xfer", "evolutionary")
+
+
+def test_resuming_with_another_preset_is_refused(tmp_path):
+    from metatune.errors import ConfigError
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import check_resume
+
+    info = resolve_target("llvm")
+    check_resume(str(tmp_path), load_tune_config(), info)  # a new work dir: recorded
+    (tmp_path / RECORD_FILE).write_text("[0, []]\n")
+    check_resume(str(tmp_path), load_tune_config(), info)  # same settings: resume
+    with pytest.raises(ConfigError, match="preset meta-BO-T.*--work-dir"):
+        check_resume(str(tmp_path), load_tune_config(overrides=["preset=xgb"]), info)

@@ -3,7 +3,7 @@
 TVM sizes its CPU thread pool once, when a process first needs it, from
 ``TVM_NUM_THREADS`` (else half the hardware threads on x86), and can only shrink it
 later. Every core is the default here, set before any TVM runtime starts its pool;
-:func:`tuner.runtime.configure_tvm_threads` then sets the target's exact count.
+:func:`tuner.engine.runtime.configure_tvm_threads` then sets the target's exact count.
 """
 
 import os as _os

@@ -126,11 +126,17 @@ def load_tune_config(yaml_path: str | None = DEFAULT_TUNE_YAML,
     plain = merge_config(TuneConfig, yaml_path, overrides, "tune")
     preset = plain["preset"]
     if preset is not None:
-        if preset not in PRESETS:
-            raise ConfigError(f"preset={preset!r}: choose one of {', '.join(PRESETS)}")
+        canonical = {name.lower(): name for name in PRESETS}.get(str(preset).lower())
+        if canonical is None:
+            raise ConfigError(f"preset={preset!r}: choose one of {', '.join(PRESETS)} "
+                              "(any case)")
         # The preset sits between the YAML defaults and the explicit overrides.
-        implied = [f"{k}={v}" for k, v in PRESETS[preset].items()]
+        implied = [f"{k}={v}" for k, v in PRESETS[canonical].items()]
         plain = merge_config(TuneConfig, yaml_path, implied + list(overrides or []), "tune")
+        plain["preset"] = canonical
+    for key in ("cost_model", "search"):  # names are case-insensitive: one spelling each
+        plain[key] = str(plain[key]).lower()
+    plain["metatune"]["graph"] = str(plain["metatune"]["graph"]).lower()
     validate(plain)
     return plain
 
@@ -163,6 +169,8 @@ def validate(cfg: dict[str, Any]) -> None:
     BOConfig(**cfg["search_params"]["bo"])  # validates search_params.bo.*
     if cfg["search"] not in SEARCHES:
         raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
+    if not 0 <= cfg["seed"] < 2**31:
+        raise ConfigError(f"seed={cfg['seed']}: give a seed from 0 to {2**31 - 1}")
     if cfg["batch"] <= 0:
         raise ConfigError(f"batch={cfg['batch']}: must be positive")
     if cfg["input_shape"] is not None and (

@@ -10,11 +10,13 @@ from typing import Any
 from tuner.app.config import REPO_ROOT, validate
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
+from tuner.app.preflight import check_inputs, check_resume
 from tuner.engine.database import ensure_work_dir, open_database
 from tuner.engine.evaluate import check_output, compile_network, compile_untuned, time_torch
 from tuner.engine.networks import load_network
 from tuner.engine.runtime import runtime_info
 from tuner.engine.targets import resolve_target
+from tuner.engine.workdir_lock import WorkDirLock
 from tuner.engine.tasks import extract_tasks, format_task_table
 from tuner.search.zero_shot import with_predictions
 
@@ -57,8 +59,16 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     validate(cfg)
     setup_logging(cfg["log_level"])
     target_info = resolve_target(cfg["target"], cfg["num_cores"])
+    check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
     work_dir = default_work_dir(cfg, _network_label(cfg))
     ensure_work_dir(work_dir)
+    with WorkDirLock(work_dir):
+        return _tune_and_report(cfg, target_info, work_dir)
+
+
+def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[str, Any]:
+    """:func:`run_tune` once the inputs are checked and the work dir is locked."""
+    check_resume(work_dir, cfg, target_info)
     database = open_database(work_dir, repair=cfg["repair_db"])
     logger.info("target %s, work dir %s", target_info.description, work_dir)
 

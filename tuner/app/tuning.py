@@ -13,8 +13,10 @@ from metatune.config import REPO_ROOT, default_checkpoint
 from metatune.errors import ConfigError
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.app.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
-from tuner.engine.builder import PersistentBuilder
+from tuner.engine.builder import PersistentBuilder, stop_pool
 from tuner.engine.database import best_seconds_per_task, measured_per_task
+from tuner.engine.durability import RecordFileGuard, as_write_error
+from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
@@ -239,8 +241,9 @@ class Session:
                              num_threads=self.target.num_cores)
 
     def close(self) -> None:
-        """Shut the builder pool down."""
+        """Shut the builder and runner pools down (workers killed if they do not stop)."""
         self.builder.shutdown()
+        stop_pool(self.runner.pool)
 
 
 def build_cost_model(cfg: dict, target: TargetInfo):
@@ -303,6 +306,7 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
 
     Raises:
         TuningStalledError: Several rounds in a row measured nothing valid.
+        WorkDirError: A round's records did not reach the disk (full or unwritable).
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -333,13 +337,16 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
         budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
         show_bar=bool(cfg["progress"]))
     rounds = RoundMonitor(session.clock, names, work_dir, writer, trials_before)
+    guard = RecordFileGuard(work_dir)  # first: a round not on disk is never counted
+    interrupt = InterruptWatch()
     # Order matters: the batch is scored before the cost model learns from it
     # (UpdateCostModel is among the defaults), and the round closes after the update.
     callbacks = [BatchAccuracyCallback(session.clock, session.cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
-                 MonitorCallback([failures, progress, rounds])]
+                 MonitorCallback([guard, interrupt, failures, progress, rounds])]
     per_task = cfg["trials_per_task"]
     start = time.perf_counter()
+    interrupt.__enter__()
     try:
         EagerGradientScheduler(budget=budget,
                                trials_per_round=int(cfg["trials_per_round"])).tune(
@@ -355,12 +362,22 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
             cost_model=session.cost_model,
         )
     except Exception as err:
+        if interrupt.seen:  # Ctrl-C crossed TVM's FFI as another error
+            raise KeyboardInterrupt from None
+        if guard.error is not None:
+            raise guard.error from err
         if failures.stalled is not None:
             raise failures.stalled from err
+        write_error = as_write_error(err, work_dir)
+        if write_error is not None:
+            raise write_error from err
         raise
     finally:
+        interrupt.__exit__()
         progress.close()
         session.close()
+    if interrupt.seen:
+        raise KeyboardInterrupt
     seconds = time.perf_counter() - start
     outcome = TuningOutcome(
         trials_before=trials_before,

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
@@ -24,6 +25,99 @@ from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 from tuner.engine.intrinsics import worker_initializer
 
 logger = logging.getLogger(__name__)
+
+#: Prefix of the builder's artifact directories: ``metatune-build-<pid>-<random>``.
+BUILD_DIR_PREFIX = "metatune-build-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_build_dirs(root: str | None = None, max_age_s: float = 6 * 3600) -> int:
+    """Remove artifact directories left by builders whose process is gone (a crash or kill).
+
+    Directories named with a pid are removed when that process no longer runs; older ones
+    without a pid when untouched for ``max_age_s`` seconds.
+
+    Args:
+        root: Where to look (the temporary directory by default).
+        max_age_s: Age after which a directory without a pid counts as stale.
+
+    Returns:
+        The number of directories removed.
+    """
+    root = root or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith(BUILD_DIR_PREFIX):
+            continue
+        path = os.path.join(root, name)
+        pid_text = name[len(BUILD_DIR_PREFIX):].split("-")[0]
+        try:
+            if pid_text.isdigit():
+                stale = int(pid_text) != os.getpid() and not _pid_alive(int(pid_text))
+            else:
+                stale = time.time() - os.path.getmtime(path) > max_age_s
+        except OSError:
+            continue
+        if stale and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def stop_pool(pool: PopenPoolExecutor, grace_s: float = 5.0) -> None:
+    """Stop a TVM ``PopenPoolExecutor`` at once, also in the middle of a batch (Ctrl-C).
+
+    ``PopenPoolExecutor.shutdown`` races with its own threads (a worker killed while its
+    thread handles the death raises ``'NoneType' object has no attribute 'kill'``) and
+    lets queued jobs start fresh workers. Here queued jobs are cancelled first, then every
+    worker process (and its children) is killed, so threads blocked on a worker's pipe
+    return; no thread is waited on for more than ``grace_s`` seconds.
+
+    Args:
+        pool: The pool.
+        grace_s: How long to wait for its threads to finish.
+    """
+    from tvm.support.popen_pool import kill_child_processes
+
+    pool._shutdown = True  # its __del__ must not shut it down again
+    pool._threadpool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + grace_s
+    while True:
+        for worker in list(pool._worker_map.values()):
+            proc = worker._proc
+            if proc is not None and proc.poll() is None:
+                try:
+                    kill_child_processes(proc.pid)
+                except Exception:  # noqa: BLE001 - best effort (psutil may be missing)
+                    pass
+                try:
+                    proc.kill()
+                except OSError:
+                    pass
+        threads = list(getattr(pool._threadpool, "_threads", ()))
+        if not any(t.is_alive() for t in threads) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for worker in list(pool._worker_map.values()):
+        proc = worker._proc
+        if proc is not None:
+            try:
+                proc.wait(timeout=1.0)
+            except Exception:  # noqa: BLE001 - already killed; never block shutdown
+                pass
 
 
 def _build_and_export(mod, target, artifact_dir: str) -> str:
@@ -73,7 +167,10 @@ class PersistentBuilder(PyBuilder):
         self.target_kinds = tuple(target_kinds)
         self.max_uses = int(max_uses)
         self._own_dir = artifact_dir is None
-        self.artifact_dir = artifact_dir or tempfile.mkdtemp(prefix="metatune-build-")
+        if artifact_dir is None:
+            clean_stale_build_dirs()
+        self.artifact_dir = artifact_dir or tempfile.mkdtemp(
+            prefix=f"{BUILD_DIR_PREFIX}{os.getpid()}-")
         self._pool: PopenPoolExecutor | None = None
 
     def _get_pool(self) -> PopenPoolExecutor:
@@ -118,7 +215,7 @@ class PersistentBuilder(PyBuilder):
     def shutdown(self) -> None:
         """Stop the worker processes and remove the artifact directory if we made it."""
         if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            stop_pool(pool)
         if self._own_dir:
             shutil.rmtree(self.artifact_dir, ignore_errors=True)

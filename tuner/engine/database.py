@@ -17,71 +17,131 @@ WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 
 
-def _bad_lines(path: str) -> list[int]:
-    """1-based numbers of the lines of a JSON-lines file that are not JSON arrays."""
-    bad = []
+def _parse(line: str):
+    """A JSON value of one line, or ``None`` when the line is blank or not JSON."""
+    if not line.strip():
+        return None
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+
+
+def _is_workload(obj) -> bool:
+    """A workload line: ``[structural hash, base64 module]``."""
+    return isinstance(obj, list) and len(obj) == 2 and all(isinstance(x, str) for x in obj)
+
+
+def _record_index(obj, n_workloads: int) -> int | None:
+    """The workload index of a well-formed record line ``[index, [trace, secs, target,
+    args]]`` that refers to one of ``n_workloads`` lines; ``None`` if malformed."""
+    if not (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[1], list)):
+        return None
+    index, body = obj
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n_workloads:
+        return None
+    if len(body) != 4 or not isinstance(body[0], list) \
+            or not (body[1] is None or isinstance(body[1], list)):
+        return None
+    return index
+
+
+def _read_lines(path: str) -> list[str]:
+    if not os.path.exists(path):
+        return []
     with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                ok = isinstance(json.loads(line), list)
-            except json.JSONDecodeError:
-                ok = False
-            if not ok:
-                bad.append(number)
-    return bad
+        return f.readlines()
+
+
+def _bad_lines(work_dir: str) -> tuple[list[str], list[str], list[int], list[int]]:
+    """Lines of both files and the 1-based numbers of their bad lines.
+
+    A workload line is bad when it is blank, not JSON or not ``[hash, module]``. A record
+    line is bad when it is blank, not JSON, malformed, or refers to a workload line that
+    does not exist or is bad (TVM refers to workloads by line index and crashes on blank
+    or malformed lines).
+    """
+    wl_lines = _read_lines(os.path.join(work_dir, WORKLOAD_FILE))
+    rec_lines = _read_lines(os.path.join(work_dir, RECORD_FILE))
+    bad_wl = [i for i, line in enumerate(wl_lines, 1) if not _is_workload(_parse(line))]
+    bad_wl_set = {i - 1 for i in bad_wl}
+    bad_rec = []
+    for i, line in enumerate(rec_lines, 1):
+        index = _record_index(_parse(line), len(wl_lines))
+        if index is None or index in bad_wl_set:
+            bad_rec.append(i)
+    return wl_lines, rec_lines, bad_wl, bad_rec
+
+
+def _with_newline(line: str) -> str:
+    return line if line.endswith("\n") else line + "\n"
 
 
 def check_database_files(work_dir: str, repair: bool = False) -> int:
     """Check the JSON database files of a work dir line by line, optionally repairing.
 
-    An interrupted write leaves a truncated last line; hand edits or disk faults can
-    break any line. Nothing is ever deleted: ``repair`` moves the unreadable lines to
-    ``<file>.corrupt`` after backing the file up as ``<file>.bak``.
+    An interrupted write leaves a truncated last line; a full disk, hand edits or two runs
+    on one work dir can break any line. Nothing is ever deleted: ``repair`` backs each
+    changed file up as ``<file>.bak`` and moves its bad lines to ``<file>.corrupt`` (blank
+    lines are dropped). Records refer to workloads by line index, so when workload lines
+    go, the indices of the records are renumbered to match; records of a bad workload
+    line cannot be loaded and go to the record file's ``.corrupt`` too.
 
     Args:
         work_dir: The tuning work directory.
-        repair: Move unreadable lines aside instead of raising.
+        repair: Move bad lines aside instead of raising.
 
     Returns:
-        The number of lines moved aside (0 when the files are sound).
+        The number of lines moved aside or dropped (0 when the files are sound).
 
     Raises:
-        DatabaseCorruptError: A file has unreadable lines and ``repair`` is false.
+        DatabaseCorruptError: A file has bad lines and ``repair`` is false.
     """
-    moved = 0
-    for name in (WORKLOAD_FILE, RECORD_FILE):
+    wl_lines, rec_lines, bad_wl, bad_rec = _bad_lines(work_dir)
+    if not bad_wl and not bad_rec:
+        return 0
+    if not repair:
+        name, bad = (WORKLOAD_FILE, bad_wl) if bad_wl else (RECORD_FILE, bad_rec)
+        raise DatabaseCorruptError(
+            f"{os.path.join(work_dir, name)}: {len(bad)} unreadable line(s) (first: line "
+            f"{bad[0]}), e.g. from an interrupted write or a full disk; rerun with "
+            f"--repair-db to move them to {name}.corrupt and keep every readable record"
+        )
+    bad_wl_set, bad_rec_set = set(bad_wl), set(bad_rec)
+    new_index: dict[int, int] = {}
+    for i in range(1, len(wl_lines) + 1):
+        if i not in bad_wl_set:
+            new_index[i - 1] = len(new_index)
+    kept_records, renumbered = [], False
+    for i, line in enumerate(rec_lines, 1):
+        if i in bad_rec_set:
+            continue
+        index, body = json.loads(line)
+        if new_index[index] != index:
+            line = json.dumps([new_index[index], body]) + "\n"
+            renumbered = True
+        kept_records.append(_with_newline(line))
+    changes = ((WORKLOAD_FILE, wl_lines, bad_wl,
+                [_with_newline(ln) for i, ln in enumerate(wl_lines, 1) if i not in bad_wl_set]),
+               (RECORD_FILE, rec_lines, bad_rec, kept_records))
+    for name, lines, bad, kept in changes:
+        if not bad and not (name == RECORD_FILE and renumbered):
+            continue
         path = os.path.join(work_dir, name)
-        if not os.path.exists(path):
-            continue
-        bad = _bad_lines(path)
-        if not bad:
-            continue
-        if name == WORKLOAD_FILE and repair:
-            # Record lines refer to workloads by line index: dropping one would shift them.
-            raise DatabaseCorruptError(
-                f"{path}: line(s) {bad[:5]} are unreadable and records refer to workloads by "
-                "line number, so it cannot be repaired in place; move the work dir aside and "
-                "start a new one (its measurements stay in the old files)"
-            )
-        if not repair:
-            raise DatabaseCorruptError(
-                f"{path}: {len(bad)} unreadable line(s) (first: line {bad[0]}), e.g. from an "
-                "interrupted write; rerun with --repair-db to move them to "
-                f"{name}.corrupt and keep every readable record"
-            )
         shutil.copyfile(path, path + ".bak")
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.readlines()
-        bad_set = set(bad)
-        with open(path + ".corrupt", "a", encoding="utf-8") as f:
-            f.writelines(lines[i - 1] for i in bad)
-        with open(path, "w", encoding="utf-8") as f:
-            f.writelines(line for i, line in enumerate(lines, 1) if i not in bad_set)
-        logger.warning("%s: moved %d unreadable line(s) to %s.corrupt", path, len(bad), name)
-        moved += len(bad)
-    return moved
+        moved = [_with_newline(lines[i - 1]) for i in bad if lines[i - 1].strip()]
+        if moved:
+            with open(path + ".corrupt", "a", encoding="utf-8") as f:
+                f.writelines(moved)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        logger.warning("%s: moved %d bad line(s) to %s.corrupt, dropped %d blank line(s)",
+                       path, len(moved), name, len(bad) - len(moved))
+    return len(bad_wl) + len(bad_rec)
 
 
 def ensure_work_dir(work_dir: str) -> None:

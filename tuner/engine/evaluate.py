@@ -95,7 +95,7 @@ def compile_network(relax_mod, target, database, device_type: str,
     """Compile a network with the schedules of ``database``.
 
     The pipeline is MetaSchedule's ``compile_relax`` plus weight pre-packing: the same
-    fusion as extraction (:func:`tuner.tasks.fuse_pipeline`), the database's schedules,
+    fusion as extraction (:func:`tuner.engine.tasks.fuse_pipeline`), the database's schedules,
     then each schedule's weight-layout rewrite split into its own function and folded
     into the constants, so the packed weights are computed once, at compile time.
     Functions without a schedule keep TVM's default (unscheduled) one.

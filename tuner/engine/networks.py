@@ -92,7 +92,18 @@ def user_module(spec: str):
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise ModelImportError(f"--model {spec!r}: cannot import it ({err})") from err
-    model = factory()
+    if not callable(factory):
+        raise ModelImportError(
+            f"--model {spec!r} is a {type(factory).__name__}, not a callable; give a "
+            "function or class that returns a torch.nn.Module when called without arguments")
+    try:
+        model = factory()
+    except Exception as err:  # a user's factory may raise anything
+        first = (str(err).splitlines() or [""])[0][:160]
+        raise ModelImportError(
+            f"--model {spec!r}: calling it without arguments failed ({type(err).__name__}: "
+            f"{first}); give a callable that builds the model with no arguments, e.g. a "
+            "function in your own module") from err
     if not isinstance(model, torch.nn.Module):
         raise ModelImportError(
             f"--model {spec!r} returned {type(model).__name__}, not a torch.nn.Module"

@@ -57,6 +57,27 @@ def host_llvm_target_dict(num_cores: int | None = None) -> dict:
     return spec
 
 
+def _check_llvm_cpu(spec: dict) -> None:
+    """Refuse an ``mcpu`` that LLVM does not know for the target's triple.
+
+    Raises:
+        TargetUnavailableError: Unknown CPU name, with a few valid ones.
+    """
+    from tvm.target import codegen
+
+    cpu = spec.get("mcpu")
+    if not cpu:
+        return
+    triple = str(spec.get("mtriple") or codegen.llvm_get_system_triple())
+    if codegen.llvm_is_valid_cpu(str(cpu), triple):
+        return
+    host = codegen.llvm_get_system_cpu()
+    raise TargetUnavailableError(
+        f"--target mcpu={cpu!r} is not a CPU LLVM knows for {triple}; use e.g. "
+        f"mcpu={host!r} (this machine), 'skylake-avx512' or 'znver3', or leave mcpu out "
+        "to detect the host CPU")
+
+
 def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
     """Turn ``--target`` into a checked target.
 
@@ -69,7 +90,7 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
         The resolved :class:`TargetInfo`.
 
     Side effect: this process's TVM runtime, and every worker it starts afterwards, runs
-    ``num_cores`` threads (:func:`tuner.runtime.configure_tvm_threads`); TVM's own
+    ``num_cores`` threads (:func:`tuner.engine.runtime.configure_tvm_threads`); TVM's own
     default is half the hardware threads on x86.
 
     Raises:
@@ -107,6 +128,7 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
     if kind == "llvm":
         spec = spec or host_llvm_target_dict(cores)
         spec.setdefault("num-cores", cores)
+        _check_llvm_cpu(spec)
         try:
             target = Target(spec)
         except Exception as err:  # TVM raises its own error types here

@@ -34,7 +34,7 @@ class TaskInfo:
 def fuse_pipeline(target, pack_weights: bool = True):
     """The passes that turn a network into the fused TIR functions MetaSchedule tunes.
 
-    Extraction and the final compile (:func:`tuner.evaluate.compile_network`) both run
+    Extraction and the final compile (:func:`tuner.engine.evaluate.compile_network`) both run
     exactly these passes, so the database keys of the tuned functions match.
 
     Args:

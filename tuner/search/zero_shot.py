@@ -98,7 +98,7 @@ def predict_unmeasured(tasks, database, work_dir: str, target, cost_model_factor
     needed.
 
     Args:
-        tasks: The :class:`tuner.tasks.TaskInfo` list.
+        tasks: The :class:`tuner.engine.tasks.TaskInfo` list.
         database: The measured database.
         work_dir: The work dir (picks go to ``<work_dir>/predicted``).
         target: The ``tvm.target.Target``.

@@ -1,0 +1,121 @@
+"""Checks made before anything slow: the inputs, and whether a work dir may be resumed.
+
+``check_inputs`` refuses an unknown network, a missing ONNX file or an unloadable
+checkpoint before the work dir is created and the network imported. ``check_resume``
+stops a run whose cost model, search or target differ from those that made the
+measurements already in the work dir: the budget counts those measurements, so the run
+would otherwise tune nothing and label someone else's results with its own preset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from metatune.errors import ConfigError, ModelImportError
+from tuner.app.config import preset_of
+from tuner.engine.database import RECORD_FILE
+
+SETTINGS_FILE = "settings.json"
+
+
+def check_inputs(cfg: dict[str, Any], target_info) -> None:
+    """Refuse bad inputs that would otherwise surface after minutes of work.
+
+    Args:
+        cfg: The tune configuration.
+        target_info: The resolved :class:`tuner.engine.targets.TargetInfo`.
+
+    Raises:
+        UnknownNetworkError: ``network`` is not built in (and no ONNX file or model given).
+        ModelImportError: The ONNX file does not exist.
+        tuner.models.cost_model.CheckpointError: The MetaTune checkpoint is missing or unloadable.
+    """
+    from tuner.engine.networks import builtin_module
+
+    if cfg["onnx"]:
+        if not os.path.isfile(cfg["onnx"]):
+            raise ModelImportError(f"--onnx {cfg['onnx']!r}: no such file")
+    elif not cfg["model"] and cfg["network"] is not None:
+        from tuner.engine.networks import BUILTIN_NETWORKS
+
+        if cfg["network"] not in BUILTIN_NETWORKS:
+            builtin_module(cfg["network"])  # raises UnknownNetworkError with the choices
+    m = cfg["metatune"]
+    if cfg["cost_model"] == "metatune" and not m["from_scratch"]:
+        from metatune.config import default_checkpoint
+        from tuner.models.cost_model import load_net
+
+        load_net(m["checkpoint"] or default_checkpoint(target_info.kind, m["graph"]))
+
+
+def run_settings(cfg: dict[str, Any], target_info) -> dict[str, Any]:
+    """What makes measurements comparable: cost model, search, graph and target."""
+    target = target_info.target
+    mcpu = target.attrs.get("mcpu") if hasattr(target, "attrs") else None
+    return {
+        "cost_model": cfg["cost_model"],
+        "search": cfg["search"],
+        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
+        "target": {"kind": target_info.kind, "mcpu": str(mcpu) if mcpu else None},
+    }
+
+
+def _stored_settings(work_dir: str) -> dict[str, Any] | None:
+    """The settings of the run that made the work dir (``settings.json``, else the
+    ``report.json`` of a run that predates it), or ``None``."""
+    for name in (SETTINGS_FILE, "report.json"):
+        try:
+            with open(os.path.join(work_dir, name), encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if name == SETTINGS_FILE:
+            return data
+        if isinstance(data, dict) and "cost_model" in data and "search" in data:
+            return {"cost_model": data["cost_model"], "search": data["search"],
+                    "graph": data.get("graph"), "target": None}
+    return None
+
+
+def _describe(settings: dict[str, Any]) -> str:
+    cfg = {"cost_model": settings["cost_model"], "search": settings["search"],
+           "metatune": {"graph": settings.get("graph")}}
+    name = preset_of(cfg)
+    text = f"preset {name}" if name else (f"cost_model={settings['cost_model']} "
+                                          f"search={settings['search']}")
+    target = settings.get("target")
+    if target:
+        text += f" on {target['kind']}" + (f" -mcpu={target['mcpu']}" if target["mcpu"] else "")
+    return text
+
+
+def check_resume(work_dir: str, cfg: dict[str, Any], target_info) -> None:
+    """Refuse to resume a work dir measured with other settings; record this run's.
+
+    Args:
+        work_dir: The (locked) work directory.
+        cfg: The tune configuration.
+        target_info: The resolved :class:`tuner.engine.targets.TargetInfo`.
+
+    Raises:
+        ConfigError: The work dir holds measurements made with another cost model,
+            search, graph or target.
+    """
+    new = run_settings(cfg, target_info)
+    records = os.path.join(work_dir, RECORD_FILE)
+    has_records = os.path.exists(records) and os.path.getsize(records) > 0
+    old = _stored_settings(work_dir) if has_records else None
+    if old is not None:
+        keys = ["cost_model", "search", "graph"] + (["target"] if old.get("target") else [])
+        if any(old.get(k) != new[k] for k in keys):
+            raise ConfigError(
+                f"work dir {work_dir} holds measurements made with {_describe(old)}, and "
+                f"the budget counts them: this run ({_describe(new)}) would tune nothing "
+                "of its own; pass --work-dir with a new directory (or the same settings "
+                "to resume)")
+        if old.get("target"):
+            return
+    with open(os.path.join(work_dir, SETTINGS_FILE), "w", encoding="utf-8") as f:
+        json.dump(new, f, indent=1)
