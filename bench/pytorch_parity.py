@@ -157,6 +157,13 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def task_sum(tasks: list[dict]) -> float | None:
+    """Sum over measured tasks of weight x best latency (ms): the network's kernels alone."""
+    times = [t["weight"] * t["best_ms"] for t in tasks
+             if t.get("schedule") == "measured" and t.get("best_ms")]
+    return sum(times) if times else None
+
+
 def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> None:
     """The page and JSON from the records of ``docs/bench/runs/parity``."""
     records = [r for n in networks for s in seeds for b in budgets
@@ -166,7 +173,10 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
              f"Command: `{prov['command']}`. Each network's work dir is tuned by `tune.py` "
              "(default preset, meta-BO-T) to each budget in turn, and after each budget the "
              "compiled network is timed beside PyTorch eager and torch.compile in the same "
-             "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/`.", ""]
+             "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/`. "
+             "The last column sums the best measured latency of each measured task (times "
+             "its weight, first seed): the kernels alone, without the untuned glue, the "
+             "predicted tasks and the runtime between calls.", ""]
     machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
                         r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
                         f"{r['runtime']['torch_threads']} threads") for r in records})
@@ -176,7 +186,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
         lines.append("- **Several machines**: compare rows only within one machine.")
     lines += ["", "| network | trials | tuned ms (per seed) | median | PyTorch eager | "
               "torch.compile | tuned / eager | tuning min (cumulative) | tasks measured / "
-              "predicted |", "|---|---|---|---|---|---|---|---|---|"]
+              "predicted | sum of measured tasks ms |", "|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for net in networks:
         for b in budgets:
@@ -193,7 +203,8 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
                 f"| {net} | {b} | {' / '.join(_fmt(t) for t in tuned)} | {_fmt(median(tuned))} "
                 f"| {_fmt(eager)} | {_fmt(comp)} | {_fmt(ratio, 2)} | {_fmt(minutes)} | "
                 f"{sum(t['schedule'] == 'measured' for t in src)} / "
-                f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} |")
+                f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} | "
+                f"{_fmt(task_sum(src))} |")
             verdicts.append((net, b, ratio, minutes))
     lines += ["", "## Goals", ""]
     r18 = [(b, ratio, m) for n, b, ratio, m in verdicts if n == "resnet-18" and ratio]
