@@ -242,6 +242,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    global RUNS, OUT
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--networks", nargs="+", default=list(NETWORKS))
@@ -253,7 +254,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=OUT, help="page and JSON path, without extension")
     p.add_argument("overrides", nargs="*", help="tune.py config overrides")
     args = p.parse_args(argv)
-    global RUNS, OUT
     RUNS, OUT = os.path.abspath(args.runs_dir), os.path.abspath(args.out)
     budgets = sorted(args.budgets)
     if not args.report_only:

@@ -85,6 +85,7 @@ class TuneConfig:
     input_shape: Optional[list[int]] = None
     batch: int = 1
     fold_bn: bool = True
+    pack_weights: bool = True
     target: str = "llvm"
     num_cores: Optional[int] = None
     work_dir: Optional[str] = None

@@ -78,7 +78,8 @@ def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[st
         batch=cfg["batch"], fold_bn=cfg["fold_bn"])
     for note in network.notes:
         logger.info("%s: %s", network.name, note)
-    tasks = extract_tasks(network.relax_mod, target_info.target)
+    tasks = extract_tasks(network.relax_mod, target_info.target,
+                          pack_weights=bool(cfg["pack_weights"]))
     print(format_task_table(tasks), flush=True)
 
     writer = None
@@ -98,7 +99,8 @@ def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[st
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg["evaluate"]["enabled"]:
         evaluate_into(report, network=network, target_info=target_info,
-                      database=with_predictions(database, work_dir), ecfg=cfg["evaluate"])
+                      database=with_predictions(database, work_dir), ecfg=cfg["evaluate"],
+                      pack_weights=bool(cfg["pack_weights"]))
         report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
@@ -109,12 +111,15 @@ def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[st
 
 
 def evaluate_into(report: dict[str, Any], *, network, target_info, database,
-                  ecfg: dict[str, Any]) -> None:
-    """Compile, check and time the network; fill ``report['latency_ms']`` in place."""
+                  ecfg: dict[str, Any], pack_weights: bool = True) -> None:
+    """Compile, check and time the network; fill ``report['latency_ms']`` in place.
+
+    ``pack_weights`` must be the setting the tasks were extracted with.
+    """
     x = network.example_input()
     start = time.perf_counter()
     tuned = compile_network(network.relax_mod, target_info.target, database,
-                            target_info.device_type)
+                            target_info.device_type, pack_weights=pack_weights)
     logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
     if ecfg["check"]:
         report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg["rtol"])

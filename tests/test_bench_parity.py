@@ -1,0 +1,44 @@
+"""The PyTorch-parity page: conv matching by FLOPs, kernel sums and goal lines."""
+
+from __future__ import annotations
+
+import json
+
+from bench import pytorch_parity as parity
+
+
+def _record(network, budget, tuned, torch_ms, minutes):
+    tasks = [{"name": "fused_conv2d_add_relu", "flops": 1.05e9, "weight": 2, "best_ms": 4.0,
+              "schedule": "measured"},
+             {"name": "max_pool2d", "flops": 1e6, "weight": 1, "best_ms": None,
+              "schedule": "predicted"}]
+    return {"network": network, "seed": 0, "budget": budget, "preset": "meta-BO-T",
+            "latency_ms": {"tuned": tuned, "torch": torch_ms, "torch_compile": torch_ms},
+            "check_error": 1e-6, "tuning_seconds": minutes * 60,
+            "tuning_seconds_total": minutes * 60, "trials_total": budget, "failures": 0,
+            "tasks": tasks, "target": "llvm -mcpu=x (2 cores)",
+            "runtime": {"tvm_threads": 2, "torch_threads": 2},
+            "machine": {"cpu": "cpu", "cpu_flags": ["avx2"]}}
+
+
+def test_convs_pair_with_the_task_of_nearest_flops():
+    convs = [{"layer": "features.0", "flops": 1.0e9, "torch_ms": 2.0, "shape": [3, 64]},
+             {"layer": "odd", "flops": 5.0e9, "torch_ms": 1.0, "shape": [3, 64]}]
+    rows = parity.match_tasks(convs, _record("n", 512, 1, 1, 1)["tasks"])
+    assert rows[0]["task"] == "fused_conv2d_add_relu" and rows[0]["tvm_gflops"] == 250.0
+    assert rows[1]["task"] is None and rows[1]["tvm_gflops"] is None  # nothing within 10 %
+
+
+def test_page_states_the_goals(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for rec in (_record("resnet-18", 512, 30.0, 20.0, 10), _record("resnet-18", 1024, 19.0,
+                                                                   20.0, 25)):
+        (runs / f"resnet-18-s0-{rec['budget']}.json").write_text(json.dumps(rec))
+    monkeypatch.setattr(parity, "RUNS", str(runs))
+    monkeypatch.setattr(parity, "OUT", str(tmp_path / "page"))
+    parity.write_page(["resnet-18", "alexnet"], [0], [512, 1024])
+    text = (tmp_path / "page.md").read_text()
+    assert "**reached** at 1024 trials (25.0 min)" in text
+    assert "alexnet at or below 1.0x PyTorch eager at 1024 trials: not run yet" in text
+    assert "| 8.0 |" in text  # the measured conv, weight 2 x 4 ms; the predicted pool left out
