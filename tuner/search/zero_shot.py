@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuner.engine.database import valid_and_measured_per_task
+
 logger = logging.getLogger(__name__)
 
 #: Sub-directory of the work dir holding the predicted (unmeasured) schedules.
@@ -113,7 +115,6 @@ def predict_unmeasured(tasks, database, work_dir: str, target, cost_model_factor
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from tuner.engine.database import valid_and_measured_per_task
 
     mods = [t.extracted.dispatched[0] for t in tasks]
     counts = valid_and_measured_per_task(database, mods)
@@ -196,7 +197,6 @@ def schedule_sources(tasks, database, work_dir: str) -> list[str]:
     """
     from tvm_ffi import structural_hash
 
-    from tuner.engine.database import valid_and_measured_per_task
 
     mods = [t.extracted.dispatched[0] for t in tasks]
     predicted: set = set()
