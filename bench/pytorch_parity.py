@@ -101,10 +101,15 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
 
     torch.set_num_threads(num_threads)
     model, _ = fold_batch_norm(builtin_module(network))
-    inputs: dict[str, torch.Tensor] = {}
-    hooks = [m.register_forward_hook(lambda mod, args, out, name=name: inputs.setdefault(
-        name, args[0].detach())) for name, m in model.named_modules()
-        if isinstance(m, torch.nn.Conv2d)]
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def remember(name: str):
+        def hook(module, args, out) -> None:  # returns None: the output stays as it is
+            shapes.setdefault(name, tuple(args[0].shape))
+        return hook
+
+    hooks = [m.register_forward_hook(remember(name)) for name, m in model.named_modules()
+             if isinstance(m, torch.nn.Conv2d)]
     with torch.inference_mode():
         model(torch.zeros(1, 3, 224, 224))
     for h in hooks:
@@ -112,8 +117,9 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
     rows = []
     modules = dict(model.named_modules())
     with torch.inference_mode():
-        for name, x in inputs.items():
+        for name, shape in shapes.items():
             conv = modules[name]
+            x = torch.randn(shape)
             y = conv(x)
             for _ in range(3):
                 conv(x)

@@ -98,7 +98,8 @@ def compile_network(relax_mod, target, database, device_type: str,
     fusion as extraction (:func:`tuner.engine.tasks.fuse_pipeline`), the database's schedules,
     then each schedule's weight-layout rewrite split into its own function and folded
     into the constants, so the packed weights are computed once, at compile time.
-    Functions without a schedule keep TVM's default (unscheduled) one.
+    Functions without a schedule keep TVM's default (unscheduled) one on CPUs; on GPUs
+    they get DLight's default schedules, as in ``compile_relax``.
 
     Args:
         relax_mod: The network's Relax module (weights bound).
@@ -116,13 +117,19 @@ def compile_network(relax_mod, target, database, device_type: str,
     fuse = fuse_pipeline(target, pack_weights)
     packing = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
                if pack_weights else [])
+    fallback = []
+    if relax.pipeline.BackendDispatcher.is_gpu_target(target):
+        from tvm.s_tir import dlight as dl
+
+        fallback = [dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                            dl.gpu.GeneralReduction(), dl.gpu.Fallback())]
     lower = _lower_passes(target)
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(mod: tvm.ir.IRModule, _ctx) -> tvm.ir.IRModule:
         mod = fuse(mod)
         mod = MetaScheduleApplyDatabase(enable_warning=False)(mod)
-        return tvm.transform.Sequential([*packing, *lower])(mod)
+        return tvm.transform.Sequential([*packing, *fallback, *lower])(mod)
 
     with target, database, tvm.transform.PassContext(opt_level=3):
         executable = relax.build(relax_mod, target=target, relax_pipeline=pipeline)
