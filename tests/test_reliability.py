@@ -188,10 +188,15 @@ def test_stop_pool_ends_a_running_build_at_once():
 def test_interrupt_watch_remembers_ctrl_c():
     from tuner.engine.interrupt import InterruptWatch
 
-    watch = InterruptWatch()
-    with pytest.raises(KeyboardInterrupt), watch:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)
-    assert watch.seen and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # As in a terminal, even when the suite itself runs with SIGINT ignored (background).
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        watch = InterruptWatch()
+        with pytest.raises(KeyboardInterrupt), watch:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        assert watch.seen and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
     with pytest.raises(KeyboardInterrupt):
         watch.observe(0, [], [])  # the next round stops even if the first was swallowed

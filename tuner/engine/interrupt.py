@@ -29,7 +29,9 @@ class InterruptWatch:
         raise KeyboardInterrupt
 
     def __enter__(self) -> InterruptWatch:
-        if threading.current_thread() is threading.main_thread():
+        # A run started with SIGINT ignored (nohup, a background job) keeps ignoring it.
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
             self._previous = signal.signal(signal.SIGINT, self._handler)
         return self
 
