@@ -90,16 +90,13 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
 
     Returns:
         One row per conv layer: ``layer``, ``shape`` (in, out, kernel, stride, groups),
-        ``flops`` and ``torch_ms`` (median of ``repeat`` runs).
+        ``flops`` and ``torch_ms`` (median of ``repeat`` runs, as ``tune.py`` times PyTorch).
     """
-    import statistics
-    import time
-
     import torch
 
+    from tuner.engine.evaluate import time_torch
     from tuner.engine.networks import builtin_module, fold_batch_norm
 
-    torch.set_num_threads(num_threads)
     model, _ = fold_batch_norm(builtin_module(network))
     shapes: dict[str, tuple[int, ...]] = {}
 
@@ -121,19 +118,17 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
             conv = modules[name]
             x = torch.randn(shape)
             y = conv(x)
-            for _ in range(3):
-                conv(x)
-            runs = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                conv(x)
-                runs.append((time.perf_counter() - start) * 1e3)
             kh, kw = conv.kernel_size
             flops = 2 * y.numel() * (conv.in_channels // conv.groups) * kh * kw
-            rows.append({"layer": name, "flops": flops, "torch_ms": statistics.median(runs),
+            torch_ms = time_torch(conv, x.numpy(), repeat, num_threads).median_ms
+            rows.append({"layer": name, "flops": flops, "torch_ms": torch_ms,
                          "shape": [conv.in_channels, conv.out_channels, kh,
                                    conv.stride[0], conv.groups, x.shape[-1]]})
     return rows
+
+
+#: The measured fields of a conv row (the rest is its pairing with a task).
+CONV_FIELDS = ("layer", "flops", "torch_ms", "shape")
 
 
 def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
@@ -274,10 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                         run_stage(net, seed, budget, args.work_root, args.overrides)
                 last = load_record(net, seed, budgets[-1])
                 if last is not None and seed == min(args.seeds):
-                    from tuner.engine.targets import resolve_target
+                    if "convs" in last:  # timed before: pair again, do not re-time
+                        convs = [{k: c[k] for k in CONV_FIELDS} for c in last["convs"]]
+                    else:
+                        from tuner.engine.targets import resolve_target
 
-                    cores = resolve_target("llvm").num_cores
-                    last["convs"] = match_tasks(onednn_convs(net, cores), last["tasks"])
+                        convs = onednn_convs(net, resolve_target("llvm").num_cores)
+                    last["convs"] = match_tasks(convs, last["tasks"])
                     with open(record_path(net, seed, budgets[-1]), "w", encoding="utf-8") as f:
                         json.dump(last, f, indent=1)
                 write_page(args.networks, args.seeds, budgets)

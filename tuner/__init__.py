@@ -8,8 +8,6 @@ later. Every core is the default here, set before any TVM runtime starts its poo
 
 import os as _os
 
-if "TVM_NUM_THREADS" not in _os.environ:
-    try:
-        _os.environ["TVM_NUM_THREADS"] = str(max(1, len(_os.sched_getaffinity(0))))
-    except AttributeError:  # pragma: no cover - not Linux
-        _os.environ["TVM_NUM_THREADS"] = str(max(1, _os.cpu_count() or 1))
+from tuner.engine.targets import host_num_cores as _host_num_cores
+
+_os.environ.setdefault("TVM_NUM_THREADS", str(_host_num_cores()))

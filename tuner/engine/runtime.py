@@ -16,6 +16,8 @@ import logging
 import os
 from typing import Any
 
+from tuner.engine.targets import host_cpus
+
 logger = logging.getLogger(__name__)
 
 #: ``ThreadPool`` mode in which ``n`` threads share every listed CPU (no pinning).
@@ -43,12 +45,8 @@ def configure_tvm_threads(num_threads: int) -> int:
     n = max(1, int(num_threads))
     os.environ["TVM_NUM_THREADS"] = str(n)  # read when a pool is created; children inherit
     if tvm_num_threads() != n:  # the pool existed before: reconfigure it in place
-        try:
-            cpus = sorted(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            cpus = list(range(os.cpu_count() or n))
         config = tvm.get_global_func("runtime.config_threadpool")
-        config(_SHARE_ALL_CORES, n, [str(c) for c in cpus])
+        config(_SHARE_ALL_CORES, n, [str(c) for c in host_cpus()])
     got = tvm_num_threads()
     if got != n:  # a pool can shrink but not grow once created
         logger.warning("TVM's thread pool runs %d threads, not %d: it was created before "

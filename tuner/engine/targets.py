@@ -31,12 +31,17 @@ class TargetInfo:
     description: str
 
 
+def host_cpus() -> list[int]:
+    """The ids of the CPU cores this process may run on (affinity-aware), sorted."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))
+
+
 def host_num_cores() -> int:
     """Number of CPU cores this process may run on (affinity-aware)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    return max(1, len(host_cpus()))
 
 
 def host_llvm_target_dict(num_cores: int | None = None) -> dict:

@@ -114,7 +114,7 @@ def predict_unmeasured(tasks, database, work_dir: str, target, cost_model_factor
     """
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-
+    from tvm_ffi import structural_hash
 
     mods = [t.extracted.dispatched[0] for t in tasks]
     counts = valid_and_measured_per_task(database, mods)
@@ -122,7 +122,8 @@ def predict_unmeasured(tasks, database, work_dir: str, target, cost_model_factor
     if not todo:
         return []
     predictions = open_predictions(work_dir)
-    todo = [i for i in todo if not _has_record(predictions, mods[i])]
+    have = _workload_hashes(predictions)
+    todo = [i for i in todo if structural_hash(mods[i]) not in have]
     if not todo:
         return []
     cost_model = cost_model_factory()
@@ -150,11 +151,11 @@ def _main(mod):
     return next(iter(mod.functions.values()))
 
 
-def _has_record(database, mod) -> bool:
+def _workload_hashes(database) -> set[int]:
+    """The structural hashes of the workloads ``database`` holds a record of."""
     from tvm_ffi import structural_hash
 
-    key = structural_hash(mod)
-    return any(structural_hash(r.workload.mod) == key for r in database.get_all_tuning_records())
+    return {structural_hash(r.workload.mod) for r in database.get_all_tuning_records()}
 
 
 def with_predictions(database, work_dir: str):
@@ -201,8 +202,7 @@ def schedule_sources(tasks, database, work_dir: str) -> list[str]:
     mods = [t.extracted.dispatched[0] for t in tasks]
     predicted: set = set()
     if os.path.isdir(os.path.join(work_dir, PREDICTED_DIR)):
-        predicted = {structural_hash(r.workload.mod)
-                     for r in open_predictions(work_dir).get_all_tuning_records()}
+        predicted = _workload_hashes(open_predictions(work_dir))
     out = []
     for mod, (valid, _) in zip(mods, valid_and_measured_per_task(database, mods)):
         if valid:
