@@ -110,6 +110,9 @@ def write_page(records: list[dict], out: str) -> None:
     prov = provenance("zero_shot.py")
     lines = ["# Zero-shot pick vs TVM's default schedule and one measured round", "",
              f"Command: `{prov['command']}`; {prov['machine']}; {prov['date']}.", "",
+             *sorted({f"- Measured on `{r['target']}`, TVM {r['runtime']['tvm_threads']} / "
+                      f"PyTorch {r['runtime']['torch_threads']} threads." for r in records}),
+             "",
              "Per task kind, geomean over tasks and seeds of each ratio (below 1: the "
              "first is faster).", "",
              "| kind | tasks | zero-shot / default | zero-shot / one round |", "|---|---|---|---|"]
