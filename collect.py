@@ -3,7 +3,8 @@
 Examples:
     python collect.py run                      # resumable; Ctrl-C any time, rerun to go on
     python collect.py run train_samples=16 limit=2 out=/tmp/ds work_dir=/tmp/ds-work
-    python collect.py summary --json
+    python collect.py run 'target={"kind": "llvm", "mcpu": "haswell"}'  # another platform
+    python collect.py summary --json           # every dataset under data/ (or out=...)
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def load_config(overrides: list[str], yaml_path: str = DEFAULT_YAML) -> dict:
     from metatune.errors import ConfigError
 
     cfg = merge_config(None, yaml_path, overrides, "collect")
-    for key in ("train_samples", "heldout_samples", "per_kind", "trials_per_round"):
+    for key in ("train_samples", "heldout_samples", "per_kind", "other_per_kind",
+                "trials_per_round"):
         try:
             value = int(cfg[key])
         except (TypeError, ValueError):
@@ -35,8 +37,8 @@ def load_config(overrides: list[str], yaml_path: str = DEFAULT_YAML) -> dict:
         if isinstance(cfg[key], bool) or value <= 0:
             raise ConfigError(f"{key}={cfg[key]!r}: must be a positive integer")
         cfg[key] = value
-    for key in ("out", "work_dir"):
-        if not os.path.isabs(cfg[key]):
+    for key in ("out", "work_dir"):  # None: data/<target>-<cpu> (tuner.app.collect)
+        if cfg[key] and not os.path.isabs(cfg[key]):
             cfg[key] = os.path.join(ROOT, cfg[key])
     return cfg
 
@@ -64,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
 
             summary = run_collect(cfg)
         else:
-            from tuner.app.collect import summarize
+            from tuner.app.collect import summarize, summarize_all
 
-            summary = summarize(cfg["out"], cfg["work_dir"])
+            summary = (summarize(cfg["out"], cfg["work_dir"]) if cfg["out"] else
+                       summarize_all(os.path.join(ROOT, "data")))
     except MetaTuneError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -74,14 +77,23 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: measurements so far are kept; rerun to continue", file=sys.stderr)
         return 130
     if args.command == "summary" and not args.json:
-        for split, s in summary.items():
-            print(f"{split}: {s['workloads']} workloads, {s['valid_samples']} valid samples "
-                  f"({s['failed_samples']} failed), min {s['min_valid_per_workload']} per workload")
-            for kind, k in sorted(s["per_kind"].items()):
-                print(f"  {kind:<18} {k['workloads']:>3} workloads  {k['valid_samples']:>6} valid")
+        datasets = summary if not cfg["out"] else {"": summary}
+        for name, splits in datasets.items():
+            if name:
+                print(f"{name}:")
+            _print_summary(splits)
     else:
         print(json.dumps(summary, indent=2))
     return 0
+
+
+def _print_summary(summary: dict) -> None:
+    """Print one dataset's summary as text."""
+    for split, s in summary.items():
+        print(f"{split}: {s['workloads']} workloads, {s['valid_samples']} valid samples "
+              f"({s['failed_samples']} failed), min {s['min_valid_per_workload']} per workload")
+        for kind, k in sorted(s["per_kind"].items()):
+            print(f"  {kind:<18} {k['workloads']:>3} workloads  {k['valid_samples']:>6} valid")
 
 
 if __name__ == "__main__":

@@ -40,3 +40,7 @@ class TuningStalledError(MetaTuneError):
 
 class CheckFailedError(MetaTuneError):
     """The compiled network's output disagrees with the reference implementation."""
+
+
+class DatasetSettingsError(MetaTuneError):
+    """A dataset was measured under other settings (CPU, threads, runner) than this run's."""

@@ -38,6 +38,12 @@ def test_collect_resumes_without_duplicates(tmp_path, capsys):
     assert 4 <= len(first) <= 8  # failed samples are replaced, up to 2x attempts
     meta = json.loads((tmp_path / "data" / "train" / "meta.json").read_text())
     assert meta["workloads"][0]["kind"] == "conv1d" and meta["machine"]["cpu"]
+    assert meta["settings"]["tvm_threads"] == meta["settings"]["cores"] >= 1
+    assert meta["settings"]["pack_weights"] and meta["settings"]["cpu_flags"] is not None
+    # samples measured under other settings never mix into it
+    assert collect.main(["run", *base, "train_samples=4", "runner.min_repeat_ms=20"]) == 2
+    err = capsys.readouterr().err
+    assert "measured with other settings" in err and "min_repeat_ms" in err
     # the working copy is gone (as on a fresh clone): the rerun unpacks and continues
     os.remove(tmp_path / "work" / "train" / RECORD_FILE)
     assert collect.main(["run", *base, "train_samples=6"]) == 0

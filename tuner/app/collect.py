@@ -23,14 +23,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from metatune.config import REPO_ROOT
+from metatune.errors import DatasetSettingsError
 from metatune.provenance import machine_info
 from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
                               read_workload_hashes)
-from metatune.workloads import training_workloads
+from metatune.workloads import GENERATOR_VERSION, training_workloads
 from tuner.engine.database import (check_database_files, ensure_work_dir,
                                    valid_and_measured_per_task)
 from tuner.engine.intrinsics import load_tensor_intrinsics
 from tuner.engine.networks import load_network
+from tuner.engine.runtime import tvm_num_threads
 from tuner.engine.targets import resolve_target
 from tuner.engine.tasks import extract_tasks
 
@@ -62,15 +65,18 @@ class Entry:
     info: dict
 
 
-def train_entries(per_kind: int, seed: int, samples: int) -> list[Entry]:
-    """The training workloads as entries."""
-    import tvm
-
+def train_entries(per_kind: int, other_per_kind: int, seed: int, samples: int,
+                  target) -> list[Entry]:
+    """The generated training workloads as entries, each the fused function the tuner's own
+    pipeline makes of it (epilogue fused, weights layout-free), as a network's tasks are."""
     out = []
-    for wl in training_workloads(per_kind, seed):
-        mod = tvm.IRModule({"main": wl.prim_func()})
-        out.append(Entry(wl.name, "train", wl.kind, mod, samples,
-                         {**wl.to_dict(), "flops": wl.flops()}))
+    for wl in training_workloads(per_kind, seed, other_per_kind):
+        tasks = extract_tasks(wl.relax_module(), target)
+        if len(tasks) != 1:
+            raise RuntimeError(f"{wl.name}: fusion gave {len(tasks)} tasks "
+                               f"({', '.join(t.name for t in tasks)}), expected one")
+        out.append(Entry(wl.name, "train", wl.kind, tasks[0].extracted.dispatched[0], samples,
+                         {**wl.to_dict(), "flops": tasks[0].flops}))
     return out
 
 
@@ -126,11 +132,73 @@ def _stream_seed(seed: int, name: str, done: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+def dataset_id(info) -> str:
+    """The dataset's directory name: the target kind and the CPU (or GPU architecture) it
+    compiles for, e.g. ``llvm-icelake-server``: one dataset per platform."""
+    attrs = info.target.attrs
+    return f"{info.kind}-{attrs.get('mcpu') or attrs.get('arch') or 'generic'}"
+
+
+def measurement_settings(cfg: dict[str, Any], info, machine: dict[str, Any]) -> dict[str, Any]:
+    """What decides a dataset's run times: samples measured under other settings do not mix.
+
+    Args:
+        cfg: The collect configuration.
+        info: The resolved target.
+        machine: :func:`metatune.provenance.machine_info`.
+    """
+    runner = session_config(cfg)["runner"]
+    return {
+        "target": str(info.target),
+        "cpu": machine["cpu"],
+        "cpu_flags": machine["cpu_flags"],
+        "cores": info.num_cores,
+        "tvm_threads": tvm_num_threads(),
+        "tvm": machine["tvm"],
+        "runner": {k: runner[k] for k in ("number", "repeat", "min_repeat_ms",
+                                          "enable_cpu_cache_flush")},
+        "pack_weights": True,
+        "workload_generator": GENERATOR_VERSION,
+    }
+
+
+def check_settings(split_dir: str, settings: dict[str, Any]) -> None:
+    """Refuse to add samples to a split measured under other settings.
+
+    Raises:
+        DatasetSettingsError: What differs, and where to collect instead.
+    """
+    path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        recorded = json.load(f).get("settings")
+    hint = ("collect into another out= directory (datasets are kept per platform, "
+            "data/<target>-<cpu>), or move this one away to start over")
+    if recorded is None:
+        raise DatasetSettingsError(f"{split_dir} records no measurement settings (a dataset "
+                                   f"from before they were recorded); {hint}")
+    diffs = [f"{k}: {recorded.get(k)!r} there, {v!r} now" for k, v in settings.items()
+             if recorded.get(k) != v]
+    if diffs:
+        raise DatasetSettingsError(f"{split_dir} was measured with other settings "
+                                   f"({'; '.join(diffs)}); {hint}")
+
+
+def resolve_paths(cfg: dict[str, Any], info) -> dict[str, Any]:
+    """``out`` and ``work_dir`` default to ``data/<dataset id>`` and
+    ``work/collect/<dataset id>`` (see :func:`dataset_id`)."""
+    ds = dataset_id(info)
+    return {**cfg, "out": cfg["out"] or os.path.join(REPO_ROOT, "data", ds),
+            "work_dir": cfg["work_dir"] or os.path.join(REPO_ROOT, "work", "collect", ds)}
+
+
 def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     """Measure every planned workload up to its sample count (resumable).
 
     Args:
-        cfg: Keys ``out``, ``work_dir``, ``target``, ``splits``, ``per_kind``, ``seed``,
+        cfg: Keys ``out``, ``work_dir`` (``None``: see :func:`resolve_paths`), ``target``,
+            ``num_cores``, ``splits``, ``per_kind``, ``other_per_kind``, ``seed``,
             ``train_samples``, ``heldout_samples``, ``networks``, ``trials_per_round``,
             ``limit`` (max workloads per split, ``None`` for all), ``runner``
             (``number``, ``repeat``, ``min_repeat_ms``, ``timeout_sec``),
@@ -139,18 +207,21 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     Returns:
         The dataset summary (see :func:`summarize`).
     """
-    from tqdm.auto import tqdm
-    from tvm.s_tir import meta_schedule as ms
-    from tvm_ffi import structural_hash
+    # This imports TVM: lazy, so that ``collect.py summary`` runs without it.
+    from tuner.app.tuning import build_session
 
-    # These import TVM: lazy, so that ``collect.py summary`` runs without it.
-    from tuner.app.tuning import build_session, task_loggers
-
-    info = resolve_target(cfg["target"])
+    info = resolve_target(cfg["target"], cfg.get("num_cores"))
+    cfg = resolve_paths(cfg, info)
     load_tensor_intrinsics((info.kind,))
+    settings = measurement_settings(cfg, info, machine_info())
+    for split in cfg["splits"]:  # before anything is measured
+        check_settings(os.path.join(cfg["out"], split), settings)
+    logger.info("collecting into %s (%s, TVM %d threads)", cfg["out"], info.description,
+                settings["tvm_threads"])
     plans: dict[str, list[Entry]] = {}
     if "train" in cfg["splits"]:
-        plans["train"] = train_entries(cfg["per_kind"], cfg["seed"], cfg["train_samples"])
+        plans["train"] = train_entries(cfg["per_kind"], cfg["other_per_kind"], cfg["seed"],
+                                       cfg["train_samples"], info.target)
     if "heldout" in cfg["splits"]:
         plans["heldout"] = heldout_entries(tuple(cfg["networks"]), info.target,
                                            cfg["heldout_samples"])
@@ -160,44 +231,57 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     session = build_session(session_config(cfg), info)
     try:
         for split, entries in plans.items():
-            work = os.path.join(cfg["work_dir"], split)
-            out = os.path.join(cfg["out"], split)
-            ensure_work_dir(work)
-            unpack(out, work)
-            check_database_files(work, repair=True)  # a kill can tear the last line
-            database = ms.database.JSONDatabase(work_dir=work)
-            counts = valid_and_measured_per_task(database, [e.mod for e in entries])
-            bar = tqdm(total=sum(e.samples for e in entries),
-                       initial=sum(min(v, e.samples) for (v, _), e in zip(counts, entries)),
-                       desc=f"collect {split}", unit="sample", disable=not cfg["progress"],
-                       dynamic_ncols=True)
-            write_meta(cfg, split, entries, info, machine_info(), structural_hash)
-            for entry, (valid, measured) in zip(entries, counts):
-                # failed samples are kept but do not count: measure until enough are valid,
-                # giving up after twice the wanted number of attempts
-                start, first = time.perf_counter(), measured
-                while valid < entry.samples and measured < 2 * entry.samples:
-                    bar.set_postfix_str(entry.name)
-                    _measure(entry, remaining=min(entry.samples - valid,
-                                                  2 * entry.samples - measured),
-                             have=measured, session=session, database=database, work=work,
-                             cfg=cfg, bar=bar,
-                             task_logger=task_loggers(work, [_file_safe(entry.name)])[0])
-                    before = measured
-                    (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
-                    if measured == before:  # the design space has nothing new left
-                        break
-                if measured > first:
-                    seconds = time.perf_counter() - start
-                    logger.info("%s: %d samples in %.0f s (%.0f samples/min), %d valid",
-                                entry.name, measured - first, seconds,
-                                60 * (measured - first) / seconds, valid)
-                    pack(work, out)  # only when something new was measured
-            bar.close()
-            pack(work, out)
+            _collect_split(cfg, split, entries, session=session, info=info, settings=settings)
     finally:
         session.close()
     return summarize(cfg["out"])
+
+
+def _collect_split(cfg: dict[str, Any], split: str, entries: list[Entry], *, session, info,
+                   settings: dict[str, Any]) -> None:
+    """Measure one split's workloads up to their sample counts, packing after each one."""
+    from tqdm.auto import tqdm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.app.tuning import task_loggers
+
+    work = os.path.join(cfg["work_dir"], split)
+    out = os.path.join(cfg["out"], split)
+    ensure_work_dir(work)
+    unpack(out, work)
+    check_database_files(work, repair=True)  # a kill can tear the last line
+    database = ms.database.JSONDatabase(work_dir=work)
+    counts = valid_and_measured_per_task(database, [e.mod for e in entries])
+    bar = tqdm(total=sum(e.samples for e in entries),
+               initial=sum(min(v, e.samples) for (v, _), e in zip(counts, entries)),
+               desc=f"collect {split}", unit="sample", disable=not cfg["progress"],
+               dynamic_ncols=True)
+
+    def save() -> None:
+        pack(work, out)
+        write_meta(cfg, split, entries, info=info, machine=machine_info(), settings=settings)
+
+    save()
+    for entry, (valid, measured) in zip(entries, counts):
+        # failed samples are kept but do not count: measure until enough are valid,
+        # giving up after twice the wanted number of attempts
+        start, first = time.perf_counter(), measured
+        while valid < entry.samples and measured < 2 * entry.samples:
+            bar.set_postfix_str(entry.name)
+            _measure(entry, remaining=min(entry.samples - valid, 2 * entry.samples - measured),
+                     have=measured, session=session, database=database, work=work, cfg=cfg,
+                     bar=bar, task_logger=task_loggers(work, [_file_safe(entry.name)])[0])
+            before = measured
+            (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
+            if measured == before:  # the design space has nothing new left
+                break
+        if measured > first:
+            seconds = time.perf_counter() - start
+            logger.info("%s: %d samples in %.0f s (%.0f samples/min), %d valid", entry.name,
+                        measured - first, seconds, 60 * (measured - first) / seconds, valid)
+            save()  # only when something new was measured
+    bar.close()
+    save()
 
 
 def session_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -243,9 +327,20 @@ def _measure(entry: Entry, *, remaining: int, have: int, session, database, work
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log])
 
 
-def write_meta(cfg: dict, split: str, entries: list[Entry], info, machine: dict,
-               structural_hash) -> None:
-    """Write ``<out>/<split>/meta.json``: what each workload is, where and how measured."""
+def write_meta(cfg: dict, split: str, entries: list[Entry], *, info, machine: dict,
+               settings: dict) -> None:
+    """Write ``<out>/<split>/meta.json``: what each workload is, where and how measured.
+
+    Args:
+        cfg: The collect configuration.
+        split: ``train`` or ``heldout``.
+        entries: The split's workloads.
+        info: The resolved target.
+        machine: :func:`metatune.provenance.machine_info` (now).
+        settings: :func:`measurement_settings` (checked against the file's before).
+    """
+    from tvm_ffi import structural_hash
+
     out = os.path.join(cfg["out"], split)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "meta.json")
@@ -258,13 +353,15 @@ def write_meta(cfg: dict, split: str, entries: list[Entry], info, machine: dict,
         "target": str(info.target),
         "target_description": info.description,
         "machine": machine,
+        "settings": settings,
         "created": created,
         "updated": machine["date"],
         "command": "python " + " ".join(sys.argv),
         "sampling": "random traces of MetaSchedule's post-order-apply design space "
                     "(ReplayTrace), LocalRunner "
                     f"number={cfg['runner']['number']} repeat={cfg['runner']['repeat']} "
-                    f"min_repeat_ms={cfg['runner']['min_repeat_ms']}",
+                    f"min_repeat_ms={cfg['runner']['min_repeat_ms']}; generated workloads "
+                    "fused by the tuner's own pipeline (epilogue, layout-free weights)",
         "workloads": [{"name": e.name, "kind": e.kind, "samples": e.samples,
                        "shash": str(structural_hash(e.mod)), **e.info} for e in entries],
     }
@@ -322,3 +419,11 @@ def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
             "updated": meta["updated"],
         }
     return summary
+
+
+def summarize_all(data_root: str) -> dict[str, Any]:
+    """:func:`summarize` of every dataset under ``data_root`` (``data/``), by directory name."""
+    names = sorted(d for d in os.listdir(data_root)
+                   if any(os.path.exists(os.path.join(data_root, d, split, "meta.json"))
+                          for split in SPLITS)) if os.path.isdir(data_root) else []
+    return {name: summarize(os.path.join(data_root, name)) for name in names}
