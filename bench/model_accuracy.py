@@ -1,13 +1,17 @@
 """Cost-model accuracy on the held-out network convolutions after k measured samples.
 
-MetaTune (super-graph and plain checkpoints) against MetaSchedule's XGBoost from scratch
-(``xgb``) and pre-trained on the training split (``xgb-Xfer``), at k = 0, 8, 16, 32, 64
-support samples, on the same workloads, query sets and seeds; see :mod:`tuner.app.accuracy`.
-Writes ``docs/model-accuracy.{md,json}``.
+MetaTune checkpoints (by default the shipped super-graph and plain ones; any others, such
+as the adaptation ablations, with ``--model NAME=PATH``) against MetaSchedule's XGBoost
+from scratch (``xgb``) and pre-trained on the training split (``xgb-Xfer``), at k = 0, 8,
+16, 32, 64 support samples, on the same workloads, query sets and seeds; see
+:mod:`tuner.app.accuracy`. Each checkpoint adapts as it was meta-trained to (its stored
+adaptation settings, the tuner's online fine-tuning). Writes ``docs/model-accuracy.{md,json}``.
 
 Usage:
     python bench/model_accuracy.py                       # all held-out workloads, seeds 0-2
     python bench/model_accuracy.py --limit 6 --seeds 0   # a quick look
+    python bench/model_accuracy.py --data data/llvm-icelake-server \
+        --model maml=ckpts/maml.ckpt --model meta-sgd=ckpts/meta-sgd.ckpt --out docs/ablation
 """
 
 from __future__ import annotations
@@ -33,18 +37,18 @@ def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="data/llvm", help="dataset (train/ and heldout/)")
-    p.add_argument("--checkpoint-super", default=None,
-                   help="default: checkpoints/<dataset>-super.ckpt")
-    p.add_argument("--checkpoint-plain", default=None,
-                   help="default: checkpoints/<dataset>-plain.ckpt")
+    p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
+                   help="a MetaTune checkpoint to evaluate (repeatable); default: "
+                        "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
+    p.add_argument("--no-xgb", action="store_true", help="leave out xgb and xgb-Xfer")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--ks", type=int, nargs="+", default=[0, 8, 16, 32, 64])
     p.add_argument("--query", type=int, default=32, help="query candidates per workload")
     p.add_argument("--limit", type=int, default=None, help="first N held-out workloads only")
     p.add_argument("--adapt-steps", type=int, default=None,
-                   help="default: the tuner's (configs/tune.yaml metatune.adapt_steps)")
+                   help="override every checkpoint's adaptation steps")
     p.add_argument("--adapt-lr", type=float, default=None,
-                   help="default: the tuner's (configs/tune.yaml metatune.adapt_lr)")
+                   help="override every checkpoint's adaptation step size")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     return p.parse_args()
@@ -61,7 +65,7 @@ def _markdown(doc: dict) -> str:
              "best at k = 0); each cell: mean over workloads, median over seeds "
              "(min-max in brackets)", "",
              "Methods:", ""]
-    lines += [f"- `{m}`: {METHOD_NOTES[m]}" for m in doc["summary"]]
+    lines += [f"- `{m}`: {doc['notes'].get(m) or METHOD_NOTES[m]}" for m in doc["summary"]]
     titles = {"mse": "MSE (lower is better)", "mse_d": "MSE(D), top 25 % (lower is better)",
               "pairwise": "Pairwise ranking accuracy (higher is better)",
               "top5_recall": "Top-5 recall (higher is better)"}
@@ -77,6 +81,12 @@ def _markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _describe(cfg) -> str:
+    """One line on how a checkpoint adapts."""
+    lr = "learned step sizes (Meta-SGD)" if cfg.meta_sgd else f"lr {cfg.lr}"
+    return f"the {cfg.scope.replace('_', ' ')}, {cfg.steps} steps, {lr}, {cfg.loss} loss"
+
+
 def main() -> None:
     args = _parse()
     sys.path.insert(0, REPO)
@@ -85,41 +95,41 @@ def main() -> None:
     from metatune.config import default_checkpoint
     from tuner.app.accuracy import (MetaTuneMethod, XGBMethod, evaluate, load_eval_workloads,
                                     summarize)
-    from tuner.app.config import load_tune_config
-    from tuner.models.cost_model import load_net
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
+    from tuner.models.cost_model import load_model
     from tuner.models.xgb_transfer import base_booster
 
-    tune_cfg = load_tune_config()
-    steps = args.adapt_steps or int(tune_cfg["metatune"]["adapt_steps"])
-    lr = args.adapt_lr or float(tune_cfg["metatune"]["adapt_lr"])
     dataset = os.path.basename(os.path.normpath(args.data))
+    specs = [m.split("=", 1) for m in args.model] or [
+        ["metatune-super", default_checkpoint(dataset, "super")],
+        ["metatune-plain", default_checkpoint(dataset, "plain")]]
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
-    nets = {
-        "super": load_net(args.checkpoint_super or default_checkpoint(dataset, "super")),
-        "plain": load_net(args.checkpoint_plain or default_checkpoint(dataset, "plain")),
-    }
+    models = {name: load_model(path, graph=None) for name, path in specs}
+    for model in models.values():
+        model.inner.override(steps=args.adapt_steps, lr=args.adapt_lr)
     start = time.perf_counter()
-    base = base_booster(os.path.join(args.data, "train"), info.target, info.num_cores,
-                        args.cache_dir)
-    workloads = load_eval_workloads(os.path.join(args.data, "heldout"), ("super", "plain"),
+    workloads = load_eval_workloads(os.path.join(args.data, "heldout"),
+                                    tuple(sorted({m.graph for m in models.values()})),
                                     min_samples=args.query + max(args.ks), limit=args.limit)
     logging.info("%d held-out workloads loaded in %.0f s", len(workloads),
                  time.perf_counter() - start)
-    methods = {
-        "metatune-super": MetaTuneMethod(nets["super"], "super", steps, lr),
-        "metatune-plain": MetaTuneMethod(nets["plain"], "plain", steps, lr),
-        "xgb": XGBMethod(info.target, info.num_cores),
-        "xgb-Xfer": XGBMethod(info.target, info.num_cores, base),
-    }
+    methods = {name: MetaTuneMethod(model) for name, model in models.items()}
+    notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
+                   f"{_describe(models[name].inner.cfg)}" for name, path in specs}
+    if not args.no_xgb:
+        base = base_booster(os.path.join(args.data, "train"), info.target, info.num_cores,
+                            args.cache_dir)
+        methods.update({"xgb": XGBMethod(info.target, info.num_cores),
+                        "xgb-Xfer": XGBMethod(info.target, info.num_cores, base)})
     rows = evaluate(workloads, methods, tuple(args.ks), args.seeds, args.query,
                     progress=lambda msg: logging.info("done %s", msg))
     doc = {
         **provenance("model_accuracy.py"),
         "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
-        "adapt": {"steps": steps, "lr": lr},
+        "notes": notes,
+        "adapt": {name: m.inner.cfg.to_dict() for name, m in models.items()},
         "seconds": round(time.perf_counter() - start, 1),
         "summary": summarize(rows),
         # every (method, k, seed, workload) score, compact: one list per row

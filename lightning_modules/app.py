@@ -137,7 +137,7 @@ def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
 
     m = cfg["meta"]
     meta = MetaModule(**shape, alpha=m["alpha"], beta=m["beta"], inner_steps=m["inner_steps"],
-                      first_order=m["first_order"], freeze_gcn=m["freeze_gcn"])
+                      first_order=m["first_order"], freeze_gcn=m["freeze_gcn"], graph=cfg["graph"])
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m["steps"]), **common, inference_mode=False,
                          val_check_interval=max(1, min(m["val_every"], m["steps"])),

@@ -1,18 +1,22 @@
-"""MAML meta-training of the regression head (paper Algorithm 1, lines 6-13).
+"""MAML meta-training (paper Algorithm 1, lines 6-13), with the adaptation it is trained for.
 
-Each task adapts the head on its support set with :func:`metatune.maml.adapt` (the same
-function the tuner fine-tunes with) and is scored on its query set; the meta-update
-(beta) follows the summed query losses. As in the paper the GCN is frozen (its
-embeddings come from pre-training); ``freeze_gcn=False`` trains it too.
+Each task adapts on its support set with :class:`metatune.maml.InnerLoop` (the code the
+tuner fine-tunes with online) and is scored on its query set; the meta-update (beta)
+follows the mean query loss. As in the paper the GCN's initial weights stay those of
+pre-training (``freeze_gcn``); what the inner loop adapts (the head, the last GCN layer too,
+or everything), its loss and Meta-SGD's learned step sizes are the ``adapt`` settings,
+saved in the checkpoint with the graph mode and feature version the network was trained on.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytorch_lightning as pl
 import torch
-from torch import nn
 
-from metatune.maml import adapt, head_params, predict
+from metatune.graph import FEATURE_VERSION
+from metatune.maml import AdaptConfig, InnerLoop, task_loss
 from metatune.model import MetaTuneNet
 
 
@@ -21,44 +25,58 @@ class MetaModule(pl.LightningModule):
 
     Args:
         in_features, hidden, gcn_layers, head_hidden: :class:`MetaTuneNet` shape.
-        alpha: Inner step size.
         beta: Outer (meta) learning rate.
-        inner_steps: Inner gradient steps per task.
+        adapt: :class:`metatune.maml.AdaptConfig` fields (scope, steps, lr, loss, meta_sgd).
         first_order: First-order MAML.
-        freeze_gcn: Keep the pre-trained GCN fixed.
-        eval_steps: Inner steps at validation (defaults to ``inner_steps``).
+        freeze_gcn: Keep the pre-trained GCN's initial weights fixed.
+        eval_steps: Inner steps at validation (defaults to ``adapt["steps"]``).
+        graph: The graph mode of the training data (``super`` or ``plain``).
+        feature_version: :data:`metatune.graph.FEATURE_VERSION` of the training data.
+        alpha, inner_steps: Older checkpoints' names of ``adapt["lr"]`` and
+            ``adapt["steps"]``; read when ``adapt`` is absent.
     """
 
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
-                 head_hidden: int = 64, alpha: float = 0.01, beta: float = 1e-3,
-                 inner_steps: int = 5, first_order: bool = False, freeze_gcn: bool = True,
-                 eval_steps: int | None = None) -> None:
+                 head_hidden: int = 64, beta: float = 1e-3,
+                 adapt: dict[str, Any] | None = None, first_order: bool = False,
+                 freeze_gcn: bool = True, eval_steps: int | None = None,
+                 graph: str | None = None, feature_version: int | None = FEATURE_VERSION,
+                 alpha: float | None = None, inner_steps: int | None = None) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        if adapt is None:  # a checkpoint from before the adapt settings existed
+            legacy = {"lr": alpha, "steps": inner_steps}
+            adapt = {k: v for k, v in legacy.items() if v is not None}
+        adapt = AdaptConfig(**adapt).to_dict()
+        self.save_hyperparameters(ignore=["alpha", "inner_steps"])
+        self.hparams.adapt = adapt
         self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)
+        self.inner = InnerLoop(self.net, AdaptConfig(**adapt))
         self.automatic_optimization = False
 
-    def _embed(self, batch) -> torch.Tensor:
-        if self.hparams.freeze_gcn:
-            with torch.no_grad():
-                return self.net.embed(batch.x, batch.edge_index, batch.batch)
-        return self.net.embed(batch.x, batch.edge_index, batch.batch)
-
     def task_losses(self, support, query, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Query MSE before and after adapting on the support set."""
-        emb_s, emb_q = self._embed(support), self._embed(query)
-        params = head_params(self.net.head)
-        before = nn.functional.mse_loss(predict(self.net.head, params, emb_q), query.y.view(-1))
-        fast = adapt(self.net.head, params, emb_s, support.y.view(-1), steps=steps,
-                     lr=self.hparams.alpha, first_order=self.hparams.first_order)
-        after = nn.functional.mse_loss(predict(self.net.head, fast, emb_q), query.y.view(-1))
+        """Query loss (the adaptation loss) before and after adapting on the support set."""
+        inputs_s, inputs_q = self._inputs(support), self._inputs(query)
+        fast = self.inner.initial(self.net)
+        kind = self.inner.cfg.loss
+        before = task_loss(self.inner.predict(self.net, fast, inputs_q), query.y.view(-1), kind)
+        fast = self.inner.adapt(self.net, fast, inputs_s, support.y.view(-1),
+                                first_order=self.hparams.first_order, steps=steps)
+        after = task_loss(self.inner.predict(self.net, fast, inputs_q), query.y.view(-1), kind)
         return before, after
+
+    def _inputs(self, batch):
+        """The inner loop's inputs for a graph batch (embeddings when only the head adapts:
+        without gradient when the GCN is frozen)."""
+        if not self.inner.head_only:
+            return batch
+        if self.hparams.freeze_gcn:
+            return self.inner.inputs(self.net, batch)
+        return self.net.embed(batch.x, batch.edge_index, batch.batch)
 
     def training_step(self, tasks, batch_idx: int) -> None:
         opt = self.optimizers()
         opt.zero_grad()
-        befores, afters = zip(*(self.task_losses(s, q, self.hparams.inner_steps)
-                                for s, q in tasks))
+        befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks))
         loss = torch.stack(afters).mean()
         self.manual_backward(loss)
         opt.step()
@@ -68,7 +86,7 @@ class MetaModule(pl.LightningModule):
                  batch_size=len(tasks))
 
     def validation_step(self, tasks, batch_idx: int) -> None:
-        steps = self.hparams.eval_steps or self.hparams.inner_steps
+        steps = self.hparams.eval_steps or self.inner.cfg.steps
         with torch.enable_grad():
             befores, afters = zip(*(self.task_losses(s, q, steps) for s, q in tasks))
         self.log("meta/val_query_loss_before", torch.stack(befores).mean(), batch_size=len(tasks))
@@ -76,6 +94,6 @@ class MetaModule(pl.LightningModule):
                  batch_size=len(tasks))
 
     def configure_optimizers(self):
-        params = (self.net.head.parameters() if self.hparams.freeze_gcn
-                  else self.net.parameters())
-        return torch.optim.Adam(params, lr=self.hparams.beta)
+        params = list(self.net.head.parameters() if self.hparams.freeze_gcn
+                      else self.net.parameters())
+        return torch.optim.Adam(params + list(self.inner.parameters()), lr=self.hparams.beta)

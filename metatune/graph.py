@@ -31,6 +31,10 @@ import torch
 from metatune.loopnest import LEVELS, LOOP_FEATURES, ROLES, STAGES, LoopNest, read_loop_nest
 
 MODES = ("plain", "super")
+#: The version of the node features and graph construction. A checkpoint records the one it
+#: was trained with; bump it whenever a change here or in :mod:`metatune.loopnest` gives a
+#: schedule a different graph, so that older checkpoints are refused instead of misread.
+FEATURE_VERSION = 1
 _HEAD = 3 + 2 + len(STAGES) + len(ROLES) + LEVELS
 NODE_FEATURES = _HEAD + len(LOOP_FEATURES)
 SLOTS = [(s, r, lv) for s in STAGES for r in ROLES for lv in range(LEVELS)]

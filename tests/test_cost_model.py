@@ -7,13 +7,17 @@ import pytest
 import torch
 from tvm.s_tir import meta_schedule as ms
 
-from tuner.models.cost_model import CheckpointError, MetaTuneCostModel, load_net
+from metatune.maml import AdaptConfig
+from tuner.models.cost_model import CheckpointError, MetaTuneCostModel, load_model, load_net
 
 
-def _model() -> MetaTuneCostModel:
+def _fresh(**adapt) -> object:
+    return load_model(None, from_scratch=True, hidden=16, adapt=AdaptConfig(**adapt))
+
+
+def _model(scope: str = "head") -> MetaTuneCostModel:
     torch.manual_seed(0)
-    return MetaTuneCostModel(net=load_net(None, from_scratch=True, hidden=16), adapt_steps=30,
-                             adapt_lr=0.05)
+    return MetaTuneCostModel(model=_fresh(steps=30, lr=0.05, scope=scope))
 
 
 def test_predict_contract(context_and_candidates):
@@ -26,9 +30,10 @@ def test_predict_contract(context_and_candidates):
     assert np.allclose(model.predict(ctx, cands[::-1]), scores[::-1], atol=1e-6)
 
 
-def test_update_moves_predictions_toward_measurements(context_and_candidates):
+@pytest.mark.parametrize("scope", ["head", "last_gcn"])
+def test_update_moves_predictions_toward_measurements(context_and_candidates, scope):
     ctx, cands = context_and_candidates
-    model = _model()
+    model = _model(scope)
     rng = np.random.default_rng(0)
     secs = rng.uniform(1e-3, 1e-2, len(cands))
     targets = secs.min() / secs  # higher is better: the fastest scores 1
@@ -47,7 +52,7 @@ def test_save_load_round_trip(context_and_candidates, tmp_path):
                               for i in range(len(cands))])
     path = str(tmp_path / "cm.pt")
     model.save(path)
-    other = MetaTuneCostModel(net=load_net(None, from_scratch=True, hidden=16))
+    other = MetaTuneCostModel(model=_fresh())
     other.load(path)
     assert np.allclose(other.predict(ctx, cands), model.predict(ctx, cands))
 
@@ -59,6 +64,30 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="retrain"):
         load_net(str(bad))
-    model = MetaTuneCostModel(net=load_net(None, from_scratch=True, hidden=16))
+    model = MetaTuneCostModel(model=_fresh())
     with pytest.raises(Exception, match="cannot load the MetaTune cost model"):
         model.load(str(bad))  # crosses TVM's FFI: the message survives, the type does not
+
+
+def test_shipped_checkpoint_loads_for_real_and_refuses_the_other_graph_mode():
+    from metatune.config import default_checkpoint
+    from metatune.graph import FEATURE_VERSION
+
+    model = load_model(default_checkpoint("llvm", "super"), graph="super")
+    assert model.graph == "super" and model.inner.cfg.steps >= 1
+    assert sum(p.numel() for p in model.net.parameters()) > 1000
+    with pytest.raises(CheckpointError, match="trained on super graphs, not plain"):
+        load_net(default_checkpoint("llvm", "super"), graph="plain")
+    assert FEATURE_VERSION >= 1
+
+
+def test_checkpoint_of_another_feature_version_is_refused(tmp_path):
+    from metatune.config import default_checkpoint
+
+    blob = torch.load(default_checkpoint("llvm", "plain"), map_location="cpu",
+                      weights_only=False)
+    blob["hyper_parameters"]["feature_version"] = 0
+    old = tmp_path / "old.ckpt"
+    torch.save(blob, old)
+    with pytest.raises(CheckpointError, match="features version 0.*retrain"):
+        load_net(str(old), graph="plain")

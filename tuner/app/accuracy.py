@@ -5,8 +5,9 @@ seed, a fixed query set of ``query`` measured candidates is drawn, and a support
 other measured candidates plays the part of the measurements a tuner would have made. Each
 method fits on the support set and scores the query set:
 
-- ``metatune-super`` / ``metatune-plain``: the trained checkpoint; its head adapted on the
-  support set with :func:`metatune.maml.adapt` (the tuner's online fine-tuning);
+- MetaTune checkpoints (``metatune-super``, ``metatune-plain``, ablation variants): each
+  adapted on the support set by its :class:`metatune.maml.InnerLoop`, exactly as the tuner
+  fine-tunes it online;
 - ``xgb``: MetaSchedule's ``XGBModel`` trained from scratch on the support set (at k = 0 it
   has no data and, like MetaSchedule, scores at random);
 - ``xgb-Xfer``: :class:`tuner.models.xgb_transfer.XferXGBModel`, pre-trained on the training split
@@ -30,7 +31,6 @@ import torch
 from metatune import metrics
 from metatune.dataset import iter_replayed, workload_order
 from metatune.graph import encode
-from metatune.maml import adapt, head_params, predict
 from tuner.engine.database import as_candidate
 from tuner.models.xgb_transfer import XferXGBModel
 
@@ -112,40 +112,48 @@ def relative_targets(seconds: np.ndarray, support: np.ndarray) -> np.ndarray:
 
 
 class MetaTuneMethod:
-    """The trained GCN; its head adapted on the support set like the tuner does online.
+    """A trained checkpoint, adapted on the support set as the tuner adapts it online.
 
     Args:
-        net: A trained :class:`metatune.model.MetaTuneNet`.
-        mode: Its graph mode.
-        steps: Adaptation steps.
-        lr: Adaptation step size.
+        model: The network and its adaptation
+            (:func:`tuner.models.cost_model.load_model`).
     """
 
-    def __init__(self, net, mode: str, steps: int, lr: float) -> None:
-        self.net, self.mode, self.steps, self.lr = net.eval(), mode, steps, lr
-        self._emb: dict[str, torch.Tensor] = {}
+    def __init__(self, model) -> None:
+        self.net, self.inner, self.mode = model.net.eval(), model.inner, model.graph
+        for p in [*self.net.parameters(), *self.inner.parameters()]:
+            p.requires_grad_(False)
+        self._inputs: dict[str, object] = {}
 
-    def _embeddings(self, w: EvalWorkload) -> torch.Tensor:
-        if w.name not in self._emb:
+    def _workload_inputs(self, w: EvalWorkload):
+        """The inner loop's inputs for every graph of ``w`` (embeddings or graphs)."""
+        if w.name not in self._inputs:
             from torch_geometric.data import Batch
 
             batch = Batch.from_data_list(w.graphs[self.mode])
-            with torch.no_grad():
-                self._emb[w.name] = self.net.embed(batch.x, batch.edge_index, batch.batch)
-        return self._emb[w.name]
+            self._inputs[w.name] = (self.inner.inputs(self.net, batch) if self.inner.head_only
+                                    else w.graphs[self.mode])
+        return self._inputs[w.name]
+
+    def _select(self, inputs, index: np.ndarray):
+        from torch_geometric.data import Batch
+
+        if self.inner.head_only:
+            return inputs[torch.as_tensor(index)]
+        return Batch.from_data_list([inputs[i] for i in index])
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
                seed: int) -> np.ndarray:
-        emb = self._embeddings(w)
-        params = {n: p.detach().requires_grad_(True)
-                  for n, p in head_params(self.net.head).items()}
+        inputs = self._workload_inputs(w)
+        fast = self.inner.initial(self.net, detach=True)
         if len(support):
             y = torch.tensor(relative_targets(w.seconds, support)[support], dtype=torch.float32)
             with torch.enable_grad():
-                params = adapt(self.net.head, params, emb[torch.as_tensor(support)], y,
-                               steps=self.steps, lr=self.lr, first_order=True)
+                fast = self.inner.adapt(self.net, fast, self._select(inputs, support), y,
+                                        first_order=True)
         with torch.no_grad():
-            return predict(self.net.head, params, emb[torch.as_tensor(query)]).double().numpy()
+            return self.inner.predict(self.net, fast,
+                                      self._select(inputs, query)).double().numpy()
 
 
 class XGBMethod:

@@ -47,7 +47,8 @@ def check_inputs(cfg: dict[str, Any], target_info) -> None:
         from metatune.config import default_checkpoint
         from tuner.models.cost_model import load_net
 
-        load_net(m["checkpoint"] or default_checkpoint(target_info.kind, m["graph"]))
+        load_net(m["checkpoint"] or default_checkpoint(target_info.kind, m["graph"]),
+                 graph=m["graph"])
 
 
 def run_settings(cfg: dict[str, Any], target_info) -> dict[str, Any]:

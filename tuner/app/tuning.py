@@ -23,7 +23,7 @@ from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
 from tuner.models import COST_MODELS
-from tuner.models.cost_model import MetaTuneCostModel, load_net
+from tuner.models.cost_model import MetaTuneCostModel, load_model
 from tuner.models.mlp import make_mlp_model
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
@@ -83,10 +83,10 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         m = metatune or MetaTuneModelConfig()
         kind = str(target.kind.name) if target is not None else "llvm"
         # Measurements differ per target: the default checkpoint is the target kind's own.
-        net = load_net(m.checkpoint or default_checkpoint(kind, m.graph),
-                       from_scratch=bool(m.from_scratch))
-        return MetaTuneCostModel(net=net, graph=m.graph, adapt_steps=int(m.adapt_steps),
-                                 adapt_lr=float(m.adapt_lr))
+        model = load_model(m.checkpoint or default_checkpoint(kind, m.graph), graph=m.graph,
+                           from_scratch=bool(m.from_scratch))
+        model.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
+        return MetaTuneCostModel(model=model, graph=m.graph)
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":

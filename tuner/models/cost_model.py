@@ -1,11 +1,11 @@
 """The MetaTune cost model as a MetaSchedule ``PyCostModel``.
 
 ``predict`` encodes each candidate's scheduled function as a loop-nest graph, embeds it
-with the (frozen) meta-trained GCN and scores it with the regression head; ``update``
-fine-tunes the head online on the task's measurements with the same adaptation function
-MAML meta-trained it with (:func:`metatune.maml.adapt`), starting from the meta-learned
-initial weights each time (the MAML recipe), so a handful of measurements adapt it.
-State is kept per task (keyed by the workload's structural hash).
+with the meta-trained GCN and scores it with the regression head; ``update`` fine-tunes
+online on the task's measurements with the adaptation the checkpoint was meta-trained for
+(:class:`metatune.maml.InnerLoop`: the same code, scope, steps, step sizes and loss),
+starting from the meta-learned initial weights each time (the MAML recipe), so a handful of
+measurements adapt it. State is kept per task (keyed by the workload's structural hash).
 """
 
 from __future__ import annotations
@@ -21,54 +21,112 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import MetaTuneError
-from metatune.graph import NODE_FEATURES, encode
-from metatune.maml import adapt, head_params, predict
+from metatune.graph import FEATURE_VERSION, NODE_FEATURES, encode
+from metatune.maml import AdaptConfig, InnerLoop
 from metatune.model import MetaTuneNet
-from tuner.models.params import MetaTuneModelConfig
 from metatune.records import measured_seconds
+from tuner.models.params import MetaTuneModelConfig
 
 logger = logging.getLogger(__name__)
 
 
 class CheckpointError(MetaTuneError):
-    """The cost-model checkpoint is missing or unreadable."""
+    """The cost-model checkpoint is missing, unreadable, or made for other graphs."""
 
 
-def load_net(checkpoint: str | None, *, from_scratch: bool = False, hidden: int = 64):
-    """The GCN cost network from a checkpoint, or a fresh one.
+@dataclass
+class TrainedModel:
+    """A cost network and the adaptation it was meta-trained for.
+
+    Attributes:
+        net: The :class:`metatune.model.MetaTuneNet` (eval mode, frozen).
+        inner: The :class:`metatune.maml.InnerLoop` (scope, steps, step sizes, loss).
+        graph: The graph mode it was trained on.
+    """
+
+    net: MetaTuneNet
+    inner: InnerLoop
+    graph: str
+
+
+def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfig.graph,
+               from_scratch: bool = False, hidden: int = 64,
+               adapt: AdaptConfig | None = None) -> TrainedModel:
+    """The cost network and its adaptation from a ``train.py`` checkpoint, or fresh ones.
 
     Args:
         checkpoint: A ``train.py`` checkpoint (``MetaModule``).
+        graph: The graph mode the caller encodes candidates with; the checkpoint must have
+            been trained on it (``None``: whichever it was trained on).
         from_scratch: Start from random weights instead (no checkpoint needed).
         hidden: Width of a fresh network.
+        adapt: How a fresh network adapts (default :class:`metatune.maml.AdaptConfig`).
 
     Raises:
-        CheckpointError: The checkpoint is missing or cannot be loaded.
+        CheckpointError: The checkpoint is missing or cannot be loaded, or was trained with
+            another graph mode or another version of the graph features.
     """
-    # Lightning only to read the checkpoint: kept lazy, out of the tuner's start-up.
-    from lightning_modules.meta import MetaModule
-
     if from_scratch:
-        return MetaTuneNet(NODE_FEATURES, hidden, 2, hidden)
+        net = MetaTuneNet(NODE_FEATURES, hidden, 2, hidden)
+        return TrainedModel(net, InnerLoop(net, adapt or AdaptConfig()),
+                            graph or MetaTuneModelConfig.graph)
     if not checkpoint or not os.path.isfile(checkpoint):
         raise CheckpointError(
             f"cost-model checkpoint {checkpoint!r} not found: train one with python train.py, "
             "pass its path (metatune.checkpoint=PATH), or start the model from scratch "
             "(metatune.from_scratch=true)")
+    # Lightning only to read the checkpoint: kept lazy, out of the tuner's start-up.
+    from lightning_modules.meta import MetaModule
+
     try:
-        return MetaModule.load_from_checkpoint(checkpoint, map_location="cpu").net
+        module = MetaModule.load_from_checkpoint(checkpoint, map_location="cpu")
     except Exception as err:  # torch/Lightning raise many types on a bad file
         raise CheckpointError(
             f"cannot load cost-model checkpoint {checkpoint!r} ({type(err).__name__}: "
             f"{str(err).splitlines()[0][:160]}); retrain it with python train.py or start "
             "the model from scratch (metatune.from_scratch=true)") from err
+    hparams = dict(module.hparams)
+    check_compatible(checkpoint, hparams, graph or hparams.get("graph"))
+    return TrainedModel(module.net, module.inner, hparams["graph"])
+
+
+def check_compatible(checkpoint: str, hparams: dict, graph: str) -> None:
+    """Refuse a checkpoint trained on other graphs than the caller will encode.
+
+    Raises:
+        CheckpointError: Another graph mode, or another (or no recorded) feature version.
+    """
+    trained = hparams.get("graph")
+    if trained != graph:
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} was trained on {trained or 'unrecorded'} graphs, not "
+            f"{graph}: pass metatune.graph={trained} (or the preset that uses it), or a "
+            f"checkpoint trained with python train.py graph={graph}")
+    version = hparams.get("feature_version")
+    if version != FEATURE_VERSION:
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} was trained on graph features version {version}, "
+            f"this MetaTune encodes version {FEATURE_VERSION}: retrain it with python train.py")
+
+
+def load_net(checkpoint: str | None, *, graph: str = MetaTuneModelConfig.graph,
+             from_scratch: bool = False, hidden: int = 64) -> MetaTuneNet:
+    """Only the network of :func:`load_model` (for callers that do not adapt)."""
+    return load_model(checkpoint, graph=graph, from_scratch=from_scratch, hidden=hidden).net
 
 
 @dataclass
 class TaskState:
-    """Online fine-tuning state of one task: its measured embeddings and run times."""
+    """Online fine-tuning state of one task: its measured candidates and run times.
 
-    embeddings: list[torch.Tensor] = field(default_factory=list)
+    Attributes:
+        inputs: Per measured candidate, what the inner loop adapts on: its embedding (a
+            ``d`` tensor) when only the head adapts, else its graph (PyG ``Data``).
+        seconds: Their measured run times.
+        fast: The adapted fast weights (``None`` before the first update).
+    """
+
+    inputs: list = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     fast: dict | None = None
 
@@ -78,30 +136,26 @@ class MetaTuneCostModel(PyCostModel):
     """MetaSchedule cost model backed by the meta-trained GCN.
 
     Args:
-        net: A :class:`metatune.model.MetaTuneNet` (see :func:`load_net`).
+        model: The network and its adaptation (:func:`load_model`).
         graph: Graph mode the network was trained with (``super`` or ``plain``).
-        adapt_steps: Inner steps of each online fine-tuning.
-        adapt_lr: Inner step size.
         max_support: Most recent measurements kept per task for fine-tuning.
-        cache_size: Candidate embeddings remembered (by the scheduled module's structural
-            hash): the search scores many candidates several times per round.
+        cache_size: Candidate graphs and embeddings remembered (by the scheduled module's
+            structural hash): the search scores many candidates several times per round.
     """
 
-    def __init__(self, *, net, graph: str = MetaTuneModelConfig.graph,
-                 adapt_steps: int = MetaTuneModelConfig.adapt_steps,
-                 adapt_lr: float = MetaTuneModelConfig.adapt_lr, max_support: int = 256,
-                 cache_size: int = 8192) -> None:
+    def __init__(self, *, model: TrainedModel, graph: str = MetaTuneModelConfig.graph,
+                 max_support: int = 256, cache_size: int = 8192) -> None:
         super().__init__()
-        self.net = net.eval()
-        for p in self.net.parameters():
+        self.net = model.net.eval()
+        self.inner = model.inner
+        for p in [*self.net.parameters(), *self.inner.parameters()]:
             p.requires_grad_(False)
         self.graph = graph
-        self.adapt_steps = int(adapt_steps)
-        self.adapt_lr = float(adapt_lr)
         self.max_support = int(max_support)
         self.tasks: dict[int, TaskState] = {}
         self.cache_size = int(cache_size)
-        self._cache: OrderedDict[int, torch.Tensor] = OrderedDict()
+        self._graphs: OrderedDict[int, object] = OrderedDict()
+        self._emb: OrderedDict[int, torch.Tensor] = OrderedDict()
 
     @staticmethod
     def _key(context) -> int:
@@ -109,61 +163,85 @@ class MetaTuneCostModel(PyCostModel):
 
         return structural_hash(context.mod)
 
+    def graphs(self, candidates) -> list:
+        """The candidates' loop-nest graphs (cached per scheduled module)."""
+        from tvm_ffi import structural_hash
+
+        keys = [structural_hash(c.sch.mod) for c in candidates]
+        for c, k in zip(candidates, keys):
+            if k not in self._graphs:
+                self._graphs[k] = encode(c.sch.mod["main"], self.graph)
+            self._graphs.move_to_end(k)
+        out = [self._graphs[k] for k in keys]
+        _trim(self._graphs, self.cache_size)
+        return out
+
     def embed(self, candidates) -> torch.Tensor:
-        """Embeddings of the candidates: a ``n x d`` tensor (cached per scheduled module)."""
+        """Embeddings by the meta-trained GCN: a ``n x d`` tensor (cached)."""
         from torch_geometric.data import Batch
         from tvm_ffi import structural_hash
 
         keys = [structural_hash(c.sch.mod) for c in candidates]
-        todo = [i for i, k in enumerate(keys) if k not in self._cache]
+        todo = [i for i, k in enumerate(keys) if k not in self._emb]
         if todo:
-            batch = Batch.from_data_list(
-                [encode(candidates[i].sch.mod["main"], self.graph) for i in todo])
+            batch = Batch.from_data_list(self.graphs([candidates[i] for i in todo]))
             with torch.no_grad():
                 fresh = self.net.embed(batch.x, batch.edge_index, batch.batch)
             for i, emb in zip(todo, fresh):
-                self._cache[keys[i]] = emb
+                self._emb[keys[i]] = emb
         for k in keys:
-            self._cache.move_to_end(k)
-        out = torch.stack([self._cache[k] for k in keys])
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+            self._emb.move_to_end(k)
+        out = torch.stack([self._emb[k] for k in keys])
+        _trim(self._emb, self.cache_size)
         return out
 
-    def update(self, context, candidates, results) -> None:
-        """Fine-tune the head on the task's measurements so far (failed ones skipped)."""
+    def _inputs(self, candidates):
+        """What the inner loop reads for these candidates (see :class:`TaskState`)."""
+        if self.inner.head_only:
+            return list(self.embed(candidates))
+        return self.graphs(candidates)
 
+    def _stack(self, inputs: list):
+        from torch_geometric.data import Batch
+
+        return torch.stack(inputs) if self.inner.head_only else Batch.from_data_list(inputs)
+
+    def update(self, context, candidates, results) -> None:
+        """Fine-tune on the task's measurements so far (failed ones skipped), starting from
+        the meta-learned weights, with the adaptation the checkpoint was meta-trained for."""
         state = self.tasks.setdefault(self._key(context), TaskState())
         secs = [measured_seconds(r.run_secs, r.error_msg) for r in results]
         keep = [i for i, s in enumerate(secs) if s is not None]
         if not keep:
             return
-        emb = self.embed([candidates[i] for i in keep])
-        state.embeddings += list(emb)
+        state.inputs += self._inputs([candidates[i] for i in keep])
         state.seconds += [secs[i] for i in keep]
-        state.embeddings = state.embeddings[-self.max_support:]
+        state.inputs = state.inputs[-self.max_support:]
         state.seconds = state.seconds[-self.max_support:]
         best = min(state.seconds)
         targets = torch.tensor([best / s for s in state.seconds], dtype=torch.float32)
-        params = {k: v.detach().requires_grad_(True)
-                  for k, v in head_params(self.net.head).items()}
         with torch.enable_grad():
-            fast = adapt(self.net.head, params, torch.stack(state.embeddings), targets,
-                         steps=self.adapt_steps, lr=self.adapt_lr, first_order=True)
+            fast = self.inner.adapt(self.net, self.inner.initial(self.net, detach=True),
+                                    self._stack(state.inputs), targets, first_order=True)
         state.fast = {k: v.detach() for k, v in fast.items()}
 
     def predict(self, context, candidates) -> np.ndarray:
         """Scores (higher is better), a float64 array in the candidates' order."""
         state = self.tasks.get(self._key(context))
-        params = state.fast if state and state.fast else head_params(self.net.head)
+        fast = state.fast if state and state.fast else self.inner.initial(self.net)
         with torch.no_grad():
-            scores = predict(self.net.head, params, self.embed(candidates))
+            if self.inner.head_only or not (state and state.fast):
+                scores = self.inner.predict(self.net, fast, self.embed(candidates))
+            else:  # the adapted GCN embeds this task's candidates itself
+                scores = self.inner.predict(self.net, fast,
+                                            self._stack(self.graphs(candidates)))
         return scores.double().numpy()
 
     def save(self, path: str) -> None:
         """Save the network and every task's fine-tuning state."""
-        torch.save({"net": self.net.state_dict(), "graph": self.graph,
-                    "tasks": {k: (v.embeddings, v.seconds, v.fast) for k, v in self.tasks.items()}},
+        torch.save({"net": self.net.state_dict(), "inner": self.inner.state_dict(),
+                    "graph": self.graph,
+                    "tasks": {k: (v.inputs, v.seconds, v.fast) for k, v in self.tasks.items()}},
                    path)
 
     def load(self, path: str) -> None:
@@ -175,8 +253,15 @@ class MetaTuneCostModel(PyCostModel):
         try:
             blob = torch.load(path, map_location="cpu", weights_only=False)
             self.net.load_state_dict(blob["net"])
+            self.inner.load_state_dict(blob["inner"])
         except Exception as err:
             raise CheckpointError(f"cannot load the MetaTune cost model from {path!r}: "
                                   f"{str(err).splitlines()[0][:160]}") from err
         self.graph = blob["graph"]
         self.tasks = {k: TaskState(list(e), list(s), f) for k, (e, s, f) in blob["tasks"].items()}
+
+
+def _trim(cache: OrderedDict, size: int) -> None:
+    """Drop the least recently used entries beyond ``size``."""
+    while len(cache) > size:
+        cache.popitem(last=False)

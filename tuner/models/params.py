@@ -17,8 +17,8 @@ class MetaTuneModelConfig:
     checkpoint: Optional[str] = None  # default: checkpoints/llvm-<graph>.ckpt
     graph: str = "super"
     from_scratch: bool = False
-    adapt_steps: int = 5
-    adapt_lr: float = 0.01
+    adapt_steps: Optional[int] = None  # null: the checkpoint's (what it was meta-trained for)
+    adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
 
     def __post_init__(self) -> None:
         if self.graph not in ("super", "plain"):
