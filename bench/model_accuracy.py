@@ -33,7 +33,7 @@ METHOD_NOTES = {
 }
 
 
-def _parse() -> argparse.Namespace:
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="data/llvm", help="dataset (train/ and heldout/)")
@@ -51,13 +51,17 @@ def _parse() -> argparse.Namespace:
                    help="override every checkpoint's adaptation step size")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
-    return p.parse_args()
+    p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")
+    return p.parse_args(argv)
 
 
 def _markdown(doc: dict) -> str:
-    lines = ["# Cost-model accuracy on held-out network convolutions", "",
+    lines = [f"# {doc['title']}", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
-             f"- machine: {doc['machine']}",
+             f"- machine: {doc['machine']}, flags {' '.join(doc.get('cpu_flags', []))}; "
+             f"target `{doc.get('target')}`; threads {doc.get('runtime')}",
+             f"- data: `{doc.get('data')}` (the held-out runs were measured there; the "
+             "accuracy itself is computed from the recorded run times)",
              f"- {doc['workloads']} held-out workloads (conv tasks of alexnet, resnet-18, "
              f"vgg-16, squeezenet; never trained on), query {doc['query']} candidates each, "
              f"seeds {doc['seeds']}; support = k other measured candidates",
@@ -87,15 +91,18 @@ def _describe(cfg) -> str:
     return f"the {cfg.scope.replace('_', ' ')}, {cfg.steps} steps, {lr}, {cfg.loss} loss"
 
 
-def main() -> None:
-    args = _parse()
+def main(argv: list[str] | None = None) -> dict:
+    """Run the comparison (command-line arguments ``argv``); returns the JSON document."""
+    args = _parse(argv)
     sys.path.insert(0, REPO)
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint
     from tuner.app.accuracy import (MetaTuneMethod, XGBMethod, evaluate, load_eval_workloads,
                                     summarize)
+    from metatune.provenance import simd_flags
     from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
     from tuner.models.cost_model import load_model
     from tuner.models.xgb_transfer import base_booster
@@ -127,6 +134,8 @@ def main() -> None:
                     progress=lambda msg: logging.info("done %s", msg))
     doc = {
         **provenance("model_accuracy.py"),
+        "title": args.title, "data": args.data, "target": info.description,
+        "runtime": runtime_info(info.num_cores), "cpu_flags": simd_flags(),
         "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
         "notes": notes,
         "adapt": {name: m.inner.cfg.to_dict() for name, m in models.items()},
@@ -138,6 +147,7 @@ def main() -> None:
                  for r in rows],
     }
     write_results(args.out + ".json", args.out + ".md", doc, _markdown(doc), rows_key="rows")
+    return doc
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_record
 from metatune.workloads import GENERATOR_VERSION, training_workloads
 from tuner.engine.database import (check_database_files, ensure_work_dir,
                                    valid_and_measured_per_task)
+from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import load_tensor_intrinsics
 from tuner.engine.networks import load_network
 from tuner.engine.runtime import tvm_num_threads
@@ -230,8 +231,14 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
 
     session = build_session(session_config(cfg), info)
     try:
-        for split, entries in plans.items():
-            _collect_split(cfg, split, entries, session=session, info=info, settings=settings)
+        with InterruptWatch() as watch:
+            for split, entries in plans.items():
+                _collect_split(cfg, split, entries, session=session, info=info,
+                               settings=settings)
+    except RuntimeError:
+        if watch.seen:  # Ctrl-C inside TVM's C++ arrives as a RuntimeError
+            raise KeyboardInterrupt from None
+        raise
     finally:
         session.close()
     return summarize(cfg["out"])

@@ -1,0 +1,104 @@
+"""Which adaptation makes the cost model learn from a task's own measurements (issue 13).
+
+Pre-trains once, meta-trains every variant from that same pre-trained network (``train.py``
+with ``pretrained=``), then measures them all with :mod:`model_accuracy` on the held-out
+workloads at k = 0, 8, 16, 32, 64, beside ``xgb`` and ``xgb-Xfer``, over the same query sets
+and seeds. Each variant is adapted at evaluation exactly as it was meta-trained to (the
+settings stored in its checkpoint), which is also how the tuner fine-tunes it online.
+
+Variants (train config overrides):
+
+- ``pretrain-only``: no meta-training; the pre-trained head adapts (5 steps, MSE);
+- ``maml``: MAML on the head, 5 MSE steps, 5-way tasks (the shipped recipe);
+- ``maml-last-gcn`` / ``maml-all``: the last GCN layer, or every layer, adapts too;
+- ``maml-20-steps``: 20 inner steps;
+- ``meta-sgd``: a learned step size per parameter (Meta-SGD);
+- ``maml-rank`` / ``maml-mse+rank``: a pairwise ranking loss instead of / beside MSE;
+- ``maml-1-way``: tasks of one workload with 16 shots (as the tuner adapts: one task's
+  measurements), 8 tasks per meta-batch;
+- ``1-way-rank-sgd``: one-workload tasks, MSE + rank loss and Meta-SGD together.
+
+Usage:
+    python bench/adaptation_ablation.py --data data/llvm-icelake-server
+    python bench/adaptation_ablation.py --data ... --variants maml meta-sgd --limit 6 --seeds 0
+Checkpoints go to ``work/ablation/<dataset>/<graph>/`` (kept: a rerun skips trained ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from common import REPO
+
+VARIANTS: dict[str, list[str]] = {
+    "pretrain-only": ["meta.steps=0"],
+    "maml": [],
+    "maml-last-gcn": ["meta.adapt.scope=last_gcn"],
+    "maml-all": ["meta.adapt.scope=all"],
+    "maml-20-steps": ["meta.adapt.steps=20"],
+    "meta-sgd": ["meta.adapt.meta_sgd=true"],
+    "maml-rank": ["meta.adapt.loss=rank"],
+    "maml-mse+rank": ["meta.adapt.loss=mse+rank"],
+    "maml-1-way": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8"],
+    "1-way-rank-sgd": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
+                       "meta.adapt.loss=mse+rank", "meta.adapt.meta_sgd=true"],
+}
+
+
+def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="dataset dir with train/ and heldout/")
+    p.add_argument("--graph", default="super", choices=("super", "plain"))
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--train", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="train config overrides for every variant (e.g. meta.steps=100)")
+    p.add_argument("--work", default="work/ablation")
+    p.add_argument("--out", default="docs/adaptation-ablation")
+    return p.parse_known_args(argv)  # the rest goes to model_accuracy.py
+
+
+def train_variant(name: str, *, data: str, graph: str, ckpt_dir: str, pretrained: str | None,
+                  extra: list[str]) -> str:
+    """Train one variant (skipped when its checkpoint exists); returns the checkpoint."""
+    from lightning_modules.app import load_train_config, run_train
+
+    out = os.path.join(ckpt_dir, f"{name}.ckpt")
+    if os.path.exists(out):
+        print(f"{name}: {out} exists, not retrained", flush=True)
+        return out
+    overrides = [f"data_dir={data}", f"graph={graph}", f"out={out}",
+                 f"log_dir={os.path.join(ckpt_dir, 'runs')}", *extra, *VARIANTS[name]]
+    if pretrained:
+        overrides += [f"pretrained={pretrained}", "pretrain.epochs=0"]
+    run_train(load_train_config(overrides=overrides))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, accuracy_args = _parse(argv)
+    sys.path.insert(0, REPO)
+    os.chdir(REPO)
+    import model_accuracy
+
+    data = os.path.normpath(args.data)
+    ckpt_dir = os.path.join(args.work, os.path.basename(data), args.graph)
+    # every variant starts from this one pre-trained network (itself the first variant)
+    base = train_variant("pretrain-only", data=data, graph=args.graph, ckpt_dir=ckpt_dir,
+                         pretrained=None, extra=args.train)
+    checkpoints = {"pretrain-only": base}
+    for name in args.variants:
+        if name != "pretrain-only":
+            checkpoints[name] = train_variant(name, data=data, graph=args.graph,
+                                              ckpt_dir=ckpt_dir, pretrained=base,
+                                              extra=args.train)
+    model_accuracy.main([
+        "--data", data, "--out", args.out,
+        "--title", f"Adaptation ablation ({args.graph} graph) on held-out network convolutions",
+        *[f"--model={name}={checkpoints[name]}" for name in args.variants], *accuracy_args])
+
+
+if __name__ == "__main__":
+    main()
