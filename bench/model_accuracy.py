@@ -91,9 +91,9 @@ def main() -> None:
     from tuner.engine.targets import resolve_target
     from tuner.models.xgb_transfer import base_booster
 
-    tune_cfg = load_tune_config()
-    steps = args.adapt_steps or int(tune_cfg["metatune"]["adapt_steps"])
-    lr = args.adapt_lr or float(tune_cfg["metatune"]["adapt_lr"])
+    tuner = load_tune_config().metatune  # the tuner's online adaptation, as tune.py runs it
+    steps = args.adapt_steps or tuner.adapt_steps
+    lr = args.adapt_lr or tuner.adapt_lr
     dataset = os.path.basename(os.path.normpath(args.data))
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
