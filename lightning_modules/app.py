@@ -14,9 +14,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, REPO_ROOT,
-                             check_graph, default_checkpoint, merge_config, repo_path,
-                             repo_relative, resolve_path)
+from metatune.config import (DEFAULT_ADAPT_LR, DEFAULT_ADAPT_STEPS, DEFAULT_CACHE_DIR,
+                             DEFAULT_DATA_DIR, DEFAULT_GRAPH, REPO_ROOT, check_graph,
+                             default_checkpoint, merge_config, repo_path, repo_relative,
+                             resolve_path)
 from metatune.errors import ConfigError
 from metatune.provenance import machine_info
 
@@ -77,9 +78,9 @@ class MetaConfig:
     shots: int = 8
     queries: int = 16
     tasks_per_batch: int = 4
-    alpha: float = 0.01
+    alpha: float = DEFAULT_ADAPT_LR
     beta: float = 1e-3
-    inner_steps: int = 5
+    inner_steps: int = DEFAULT_ADAPT_STEPS
     first_order: bool = False
     freeze_gcn: bool = True
     val_every: int = 50

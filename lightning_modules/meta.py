@@ -12,6 +12,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from metatune.config import DEFAULT_ADAPT_LR, DEFAULT_ADAPT_STEPS
 from metatune.maml import adapt, head_params, predict
 from metatune.model import MetaTuneNet
 
@@ -30,9 +31,9 @@ class MetaModule(pl.LightningModule):
     """
 
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
-                 head_hidden: int = 64, alpha: float = 0.01, beta: float = 1e-3,
-                 inner_steps: int = 5, first_order: bool = False, freeze_gcn: bool = True,
-                 eval_steps: int | None = None) -> None:
+                 head_hidden: int = 64, alpha: float = DEFAULT_ADAPT_LR, beta: float = 1e-3,
+                 inner_steps: int = DEFAULT_ADAPT_STEPS, first_order: bool = False,
+                 freeze_gcn: bool = True, eval_steps: int | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)

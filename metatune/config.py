@@ -28,8 +28,13 @@ from metatune.errors import ConfigError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The loop-nest graph modes (:mod:`metatune.graph`), and the default one.
-GRAPH_MODES = ("super", "plain")
+GRAPH_MODES = ("plain", "super")
 DEFAULT_GRAPH = "super"
+#: MAML's inner loop: the steps and step size the head is meta-trained to adapt with
+#: (train: ``meta.inner_steps``, ``meta.alpha``) and adapts with online while tuning
+#: (tune: ``metatune.adapt_steps``, ``metatune.adapt_lr``).
+DEFAULT_ADAPT_STEPS = 5
+DEFAULT_ADAPT_LR = 0.01
 #: The shipped dataset: what ``data_dir`` (train) and ``xfer.data`` (tune, its ``train``
 #: split) left ``null`` mean.
 DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", "llvm")

@@ -28,9 +28,10 @@ import math
 
 import torch
 
+from metatune.config import DEFAULT_GRAPH, GRAPH_MODES
 from metatune.loopnest import LEVELS, LOOP_FEATURES, ROLES, STAGES, LoopNest, read_loop_nest
 
-MODES = ("plain", "super")
+MODES = GRAPH_MODES
 _HEAD = 3 + 2 + len(STAGES) + len(ROLES) + LEVELS
 NODE_FEATURES = _HEAD + len(LOOP_FEATURES)
 SLOTS = [(s, r, lv) for s in STAGES for r in ROLES for lv in range(LEVELS)]
@@ -126,7 +127,7 @@ def super_graph(nest: LoopNest):
                 edge_type=torch.tensor(typ, dtype=torch.long))
 
 
-def encode(func, mode: str = "super"):
+def encode(func, mode: str = DEFAULT_GRAPH):
     """Encode a scheduled ``PrimFunc`` as a PyG ``Data`` graph.
 
     Args:

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from lightning_modules.app import TrainConfig, load_train_config
-from metatune.config import DEFAULT_GRAPH, REPO_ROOT, config_from, default_checkpoint
+from metatune.config import (DEFAULT_ADAPT_LR, DEFAULT_ADAPT_STEPS, DEFAULT_GRAPH, REPO_ROOT,
+                             config_from, default_checkpoint)
 from metatune.errors import ConfigError
 from tuner.app.config import (BuilderConfig, RunnerConfig, SearchParams, TuneConfig,
                               load_tune_config)
@@ -51,9 +52,13 @@ def test_yaml_files_list_the_schema_defaults():
     assert load_train_config() == load_train_config(None) == TrainConfig()
 
 
-def test_one_graph_default():
-    assert TuneConfig().metatune.graph == TrainConfig().graph == DEFAULT_GRAPH
-    assert TrainConfig().out == default_checkpoint("llvm", DEFAULT_GRAPH)
+def test_one_default_per_setting():
+    tune, train = TuneConfig(), TrainConfig()
+    assert tune.metatune.graph == train.graph == DEFAULT_GRAPH
+    assert train.out == default_checkpoint("llvm", DEFAULT_GRAPH)
+    # the head adapts online as it was meta-trained to adapt
+    assert (tune.metatune.adapt_steps, tune.metatune.adapt_lr) == (
+        train.meta.inner_steps, train.meta.alpha) == (DEFAULT_ADAPT_STEPS, DEFAULT_ADAPT_LR)
 
 
 @pytest.mark.parametrize("override, message", [

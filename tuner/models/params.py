@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, check_graph,
-                             resolve_path)
+from metatune.config import (DEFAULT_ADAPT_LR, DEFAULT_ADAPT_STEPS, DEFAULT_CACHE_DIR,
+                             DEFAULT_DATA_DIR, DEFAULT_GRAPH, check_graph, resolve_path)
 
 
 @dataclass
@@ -29,8 +29,8 @@ class MetaTuneModelConfig:
     checkpoint: Optional[str] = None
     graph: str = DEFAULT_GRAPH
     from_scratch: bool = False
-    adapt_steps: int = 5
-    adapt_lr: float = 0.01
+    adapt_steps: int = DEFAULT_ADAPT_STEPS
+    adapt_lr: float = DEFAULT_ADAPT_LR
 
     def __post_init__(self) -> None:
         """Check the graph mode (one spelling) and resolve the checkpoint's path.
