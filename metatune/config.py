@@ -95,7 +95,9 @@ def merge_config(schema: None, yaml_path: str | None, overrides: list[str] | Non
                  ) -> dict[str, Any]: ...
 
 
-def merge_config(schema, yaml_path, overrides, what, *, implied=None):
+def merge_config(schema: type[T] | None, yaml_path: str | None, overrides: list[str] | None,
+                 what: str, *, implied: Callable[[Any], list[str]] | None = None
+                 ) -> T | dict[str, Any]:
     """Merge a structured schema, YAML defaults and dotlist overrides; validate once.
 
     Args:
