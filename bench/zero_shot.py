@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import REPO, geomean, provenance, tune_tasks, write_results  # noqa: E402
 
+#: The runner settings (``tuner.app.config.RunnerConfig`` fields).
 RUNNER = {"timeout_sec": 60, "number": 3, "repeat": 1, "min_repeat_ms": 100,
           "enable_cpu_cache_flush": False}
 
@@ -50,11 +51,12 @@ def measure(mods: list, info) -> list[float | None]:
 
     from metatune.records import measured_seconds
     from tuner.engine.builder import PersistentBuilder
+    from tuner.app.config import RunnerConfig
     from tuner.app.tuning import make_runner
 
     builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=120,
                                 target_kinds=(info.kind,))
-    runner = make_runner(RUNNER, (info.kind,), info.num_cores)
+    runner = make_runner(RunnerConfig(**RUNNER), (info.kind,), info.num_cores)
     try:
         built = builder.build([BuilderInput(m, info.target) for m in mods])
         out: list[float | None] = [None] * len(mods)
@@ -81,14 +83,14 @@ def run_network(network: str, seed: int) -> dict:
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import extract_tasks
     from tuner.app.tuning import build_cost_model
-    from tuner.search.zero_shot import PredictConfig, predict_best
+    from tuner.search.zero_shot import predict_best
 
     info = resolve_target("llvm")
     cfg = load_tune_config(overrides=[f"seed={seed}"])
     tasks = extract_tasks(load_network(network).relax_mod, info.target)
     model = build_cost_model(cfg, info)
     mods = [t.extracted.dispatched[0] for t in tasks]
-    picks = [predict_best(m, info.target, model, PredictConfig(**cfg["predict_unmeasured"]),
+    picks = [predict_best(m, info.target, model, cfg.predict_unmeasured,
                           seed=seed, num_threads=info.num_cores, task_name=t.name)
              for m, t in zip(mods, tasks)]
     default = measure(mods, info)

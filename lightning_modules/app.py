@@ -1,23 +1,36 @@
-"""``run_train(cfg)``: supervised pre-training, then MAML meta-training, then a checkpoint."""
+"""``run_train(cfg)``: supervised pre-training, then MAML meta-training, then a checkpoint.
+
+The train configuration is one typed schema (:class:`TrainConfig`), merged with
+``configs/train.yaml`` and dotlist overrides and validated once by
+:func:`load_train_config`. Paths follow :mod:`metatune.config`'s one rule: relative to
+the current directory, ``null`` for the repository's own location.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
 
-from metatune.config import REPO_ROOT, default_checkpoint, merge_config
+from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, REPO_ROOT,
+                             check_graph, default_checkpoint, merge_config, repo_path,
+                             repo_relative, resolve_path)
 from metatune.errors import ConfigError
+from metatune.maml import AdaptConfig
 from metatune.provenance import machine_info
 
 logger = logging.getLogger("metatune.train")
 DEFAULT_TRAIN_YAML = os.path.join(REPO_ROOT, "configs", "train.yaml")
+#: The path settings of :class:`TrainConfig` (absolute once it is made).
+PATH_KEYS = ("data_dir", "cache_dir", "out", "log_dir")
 
 
 @dataclass
 class ModelConfig:
+    """The GCN's and the regression head's widths and depth."""
+
     hidden: int = 64
     gcn_layers: int = 2
     head_hidden: int = 64
@@ -25,42 +38,80 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
+    """The validation split and the supervised batch size."""
+
     val_fraction: float = 0.15
     batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        """Check the batch size.
+
+        Raises:
+            ConfigError: ``batch_size`` not positive.
+        """
+        _check_count("data.batch_size", self.batch_size)
 
 
 @dataclass
 class PretrainConfig:
+    """Supervised pre-training (0 epochs: none)."""
+
     epochs: int = 10
     lr: float = 1e-3
     weight_decay: float = 0.0
 
+    def __post_init__(self) -> None:
+        """Check the epochs.
+
+        Raises:
+            ConfigError: ``epochs`` negative.
+        """
+        _check_count("pretrain.epochs", self.epochs, zero=True)
+
 
 @dataclass
 class MetaConfig:
+    """MAML meta-training (0 steps: none; the pre-trained network is saved)."""
+
     steps: int = 300
     ways: int = 5
     shots: int = 8
     queries: int = 16
     tasks_per_batch: int = 4
-    alpha: float = 0.01
     beta: float = 1e-3
-    inner_steps: int = 5
+    adapt: AdaptConfig = field(default_factory=AdaptConfig)
     first_order: bool = False
     freeze_gcn: bool = True
     val_every: int = 50
     val_tasks: int = 16
 
+    def __post_init__(self) -> None:
+        """Check the step count and the episode sizes.
+
+        Raises:
+            ConfigError: A negative step count, or an episode size not positive.
+        """
+        _check_count("meta.steps", self.steps, zero=True)
+        for key in ("ways", "shots", "queries"):
+            _check_count(f"meta.{key}", getattr(self, key))
+
 
 @dataclass
 class TrainConfig:
-    """Every setting of ``train.py``; ``configs/train.yaml`` holds the defaults."""
+    """Every setting of ``train.py``, with its default; ``configs/train.yaml`` documents them.
 
-    data_dir: str = "data/llvm"
-    graph: str = "super"
-    cache_dir: str = "work/cache"
-    out: str | None = None
-    log_dir: str = "runs/train"
+    Made (by :func:`load_train_config`, or directly), the paths are absolute: a given one
+    resolved against the current directory, one left ``None`` the repository's
+    (``data/llvm``, ``work/cache``, ``runs/train``, and ``checkpoints/<dataset>-<graph>.ckpt``
+    for ``out``).
+    """
+
+    data_dir: Optional[str] = None
+    graph: str = DEFAULT_GRAPH
+    pretrained: Optional[str] = None
+    cache_dir: Optional[str] = None
+    out: Optional[str] = None
+    log_dir: Optional[str] = None
     seed: int = 0
     accelerator: str = "auto"
     fast_dev_run: bool = False
@@ -69,34 +120,55 @@ class TrainConfig:
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     meta: MetaConfig = field(default_factory=MetaConfig)
 
+    def __post_init__(self) -> None:
+        """Check the graph mode and resolve the paths.
+
+        Raises:
+            ConfigError: An unknown graph mode.
+        """
+        self.graph = check_graph(self.graph, "graph")
+        self.data_dir = resolve_path(self.data_dir) if self.data_dir else DEFAULT_DATA_DIR
+        self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR
+        self.pretrained = resolve_path(self.pretrained) if self.pretrained else None
+        self.log_dir = (resolve_path(self.log_dir) if self.log_dir
+                        else repo_path("runs", "train"))
+        dataset = os.path.basename(os.path.normpath(self.data_dir))
+        self.out = resolve_path(self.out) if self.out else default_checkpoint(dataset,
+                                                                              self.graph)
+
+
+def _check_count(key: str, value: int, *, zero: bool = False) -> None:
+    """Refuse a count below 1 (below 0 when ``zero`` is allowed).
+
+    Raises:
+        ConfigError: Naming ``key``.
+    """
+    if value < 0 or (value == 0 and not zero):
+        raise ConfigError(f"{key}={value}: must be positive")
+
 
 def load_train_config(yaml_path: str | None = DEFAULT_TRAIN_YAML,
-                      overrides: list[str] | None = None) -> dict[str, Any]:
-    """Schema + YAML defaults + dotlist overrides, validated, as a plain dict.
+                      overrides: list[str] | None = None) -> TrainConfig:
+    """Schema + YAML defaults + dotlist overrides, validated once.
+
+    Args:
+        yaml_path: YAML file with defaults (``None``: the schema's defaults only).
+        overrides: Dotlist overrides such as ``["graph=plain", "meta.steps=500"]``.
+
+    Returns:
+        The typed configuration.
 
     Raises:
         ConfigError: Unknown key, wrong type or invalid value.
     """
-    plain = merge_config(TrainConfig, yaml_path, overrides, "train")
-    if plain["graph"] not in ("super", "plain"):
-        raise ConfigError(f"graph={plain['graph']!r}: choose super or plain")
-    for section, key in (("pretrain", "epochs"), ("meta", "steps"), ("meta", "ways"),
-                         ("meta", "shots"), ("meta", "queries"), ("data", "batch_size")):
-        if plain[section][key] < 0 or (key != "epochs" and key != "steps" and
-                                       plain[section][key] == 0):
-            raise ConfigError(f"{section}.{key}={plain[section][key]}: must be positive")
-    return plain
+    return merge_config(TrainConfig, yaml_path, overrides, "train")
 
 
-def _abs(path: str) -> str:
-    return path if os.path.isabs(path) else os.path.join(REPO_ROOT, path)
-
-
-def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
+def run_train(cfg: TrainConfig) -> dict[str, Any]:
     """Pre-train (supervised), meta-train (MAML), and write the checkpoint.
 
     Args:
-        cfg: A configuration from :func:`load_train_config`.
+        cfg: A configuration from :func:`load_train_config` (or a :class:`TrainConfig`).
 
     Returns:
         ``{"checkpoint": path, "metrics": {...}}`` with the last logged metrics.
@@ -110,49 +182,47 @@ def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
     from metatune.graph import NODE_FEATURES
 
     start = time.perf_counter()
-    pl.seed_everything(cfg["seed"], workers=True)
+    pl.seed_everything(cfg.seed, workers=True)
+    m = cfg.meta
     dm = GraphDataModule(
-        os.path.join(_abs(cfg["data_dir"]), "train"), cfg["graph"], _abs(cfg["cache_dir"]),
-        cfg["data"]["val_fraction"], cfg["data"]["batch_size"], cfg["meta"]["ways"],
-        cfg["meta"]["shots"], cfg["meta"]["queries"], cfg["meta"]["tasks_per_batch"],
-        cfg["meta"]["val_tasks"], cfg["seed"])
+        os.path.join(cfg.data_dir, "train"), cfg.graph, cfg.cache_dir,
+        cfg.data.val_fraction, cfg.data.batch_size, m.ways, m.shots, m.queries,
+        m.tasks_per_batch, m.val_tasks, cfg.seed)
     dm.setup()
     logger.info("%d training and %d validation workloads", len(dm.train_workloads),
                 len(dm.val_workloads))
     mean, std = dm.feature_stats()
-    shape = dict(in_features=NODE_FEATURES, **cfg["model"])
-    log_dir = _abs(cfg["log_dir"])
-    common = dict(accelerator=cfg["accelerator"], devices=1, fast_dev_run=cfg["fast_dev_run"],
+    shape = dict(in_features=NODE_FEATURES, **asdict(cfg.model))
+    common = dict(accelerator=cfg.accelerator, devices=1, fast_dev_run=cfg.fast_dev_run,
                   enable_checkpointing=False, deterministic=False)
 
-    pre = PretrainModule(**shape, lr=cfg["pretrain"]["lr"],
-                         weight_decay=cfg["pretrain"]["weight_decay"])
+    pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay)
     pre.net.set_normalization(mean, std)
+    if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
+        pre.net.load_state_dict(_pretrained_state(cfg.pretrained, cfg.graph, shape))
     metrics: dict[str, float] = {}
-    if cfg["pretrain"]["epochs"] > 0:
-        trainer = pl.Trainer(max_epochs=cfg["pretrain"]["epochs"], **common,
-                             logger=TensorBoardLogger(log_dir, name=f"{cfg['graph']}-pretrain"))
+    if cfg.pretrain.epochs > 0:
+        trainer = pl.Trainer(max_epochs=cfg.pretrain.epochs, **common,
+                             logger=TensorBoardLogger(cfg.log_dir, name=f"{cfg.graph}-pretrain"))
         trainer.fit(pre, datamodule=dm)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
 
-    m = cfg["meta"]
-    meta = MetaModule(**shape, alpha=m["alpha"], beta=m["beta"], inner_steps=m["inner_steps"],
-                      first_order=m["first_order"], freeze_gcn=m["freeze_gcn"], graph=cfg["graph"])
+    meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
+                      freeze_gcn=m.freeze_gcn, graph=cfg.graph)
     meta.net.load_state_dict(pre.net.state_dict())
-    trainer = pl.Trainer(max_steps=max(1, m["steps"]), **common, inference_mode=False,
-                         val_check_interval=max(1, min(m["val_every"], m["steps"])),
-                         check_val_every_n_epoch=None, limit_val_batches=m["val_tasks"],
-                         logger=TensorBoardLogger(log_dir, name=f"{cfg['graph']}-meta"))
-    if m["steps"] > 0:
+    trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
+                         val_check_interval=max(1, min(m.val_every, m.steps)),
+                         check_val_every_n_epoch=None, limit_val_batches=m.val_tasks,
+                         logger=TensorBoardLogger(cfg.log_dir, name=f"{cfg.graph}-meta"))
+    if m.steps > 0:
         trainer.fit(meta, train_dataloaders=dm.episodes(True),
-                    val_dataloaders=dm.episodes(False, seed=cfg["seed"] + 1))
+                    val_dataloaders=dm.episodes(False, seed=cfg.seed + 1))
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     else:
         trainer.strategy.connect(meta)
-    dataset = os.path.basename(os.path.normpath(cfg["data_dir"]))
-    out = _abs(cfg["out"]) if cfg["out"] else default_checkpoint(dataset, cfg["graph"])
+    out = cfg.out
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    if m["steps"] > 0:
+    if m.steps > 0:
         trainer.save_checkpoint(out)
     else:
         _save_plain(meta, out)
@@ -161,7 +231,32 @@ def run_train(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"checkpoint": out, "metrics": metrics}
 
 
-def write_provenance(checkpoint: str, cfg: dict[str, Any], dm, metrics: dict[str, float],
+def _pretrained_state(path: str, graph: str, shape: dict[str, Any]) -> dict[str, Any]:
+    """The network weights of a ``train.py`` checkpoint, checked against this run.
+
+    Raises:
+        ConfigError: The checkpoint cannot be read, or was trained on another graph mode,
+            feature version or network shape.
+    """
+    import torch
+
+    from metatune.graph import FEATURE_VERSION
+
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        hparams, state = blob["hyper_parameters"], blob["state_dict"]
+    except Exception as err:  # torch raises many types on a bad file
+        raise ConfigError(f"pretrained={path!r} is not a readable train.py checkpoint "
+                          f"({type(err).__name__}); train one with python train.py") from err
+    want = {"graph": graph, "feature_version": FEATURE_VERSION, **shape}
+    wrong = {k: hparams.get(k) for k, v in want.items() if hparams.get(k) != v}
+    if wrong:
+        raise ConfigError(f"pretrained={path!r} does not match this run ({wrong} there, "
+                          f"{ {k: want[k] for k in wrong} } here)")
+    return {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}
+
+
+def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, float],
                      seconds: float) -> str:
     """Write ``<checkpoint>.json``: command, date, machine, data, settings and final metrics.
 
@@ -179,7 +274,7 @@ def write_provenance(checkpoint: str, cfg: dict[str, Any], dm, metrics: dict[str
         "machine": machine_info(),
         "train_seconds": round(seconds, 1),
         "data": {
-            "dir": cfg["data_dir"],
+            "dir": repo_relative(cfg.data_dir),
             "train_workloads": [w.name for w in dm.train_workloads],
             "val_workloads": [w.name for w in dm.val_workloads],
             "train_samples": sum(len(w.graphs) for w in dm.train_workloads),
@@ -187,7 +282,7 @@ def write_provenance(checkpoint: str, cfg: dict[str, Any], dm, metrics: dict[str
         },
         "target": "relative throughput: best run time of the workload / candidate's run time",
         "metrics": metrics,
-        "config": cfg,
+        "config": {**asdict(cfg), **{k: repo_relative(getattr(cfg, k)) for k in PATH_KEYS}},
     }
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)

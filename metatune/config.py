@@ -1,45 +1,165 @@
-"""Configuration plumbing shared by the entry points: schema + YAML + dotlist overrides."""
+"""Configuration plumbing shared by the entry points: schema + YAML + dotlist overrides.
+
+Each entry point has one typed schema: a dataclass whose fields are its keys, with the one
+copy of their defaults, that validates itself in ``__post_init__``. :func:`merge_config`
+merges the schema, a YAML file and ``key=value`` overrides with OmegaConf and converts the
+result once with ``OmegaConf.to_object``: the dataclasses are constructed bottom-up, so
+every section is checked when it is made, and the entry point gets typed objects all the
+way down. The YAML files list the same defaults as documentation (a test checks that they
+agree).
+
+Relative paths, one rule: a relative path in a configuration (a YAML file or the command
+line) is relative to the **current working directory**. It is made absolute once, when the
+configuration is loaded (:func:`resolve_path`). A path left ``null`` means the
+repository's own location (:func:`repo_path`: ``checkpoints/``, ``data/llvm``,
+``work/``, ``runs/``), which does not depend on the current directory; so
+``python tune.py --network alexnet`` and ``python train.py`` run the same from any
+directory.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar, overload
 
 from metatune.errors import ConfigError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The loop-nest graph modes (:mod:`metatune.graph`), and the default one.
+GRAPH_MODES = ("plain", "super")
+DEFAULT_GRAPH = "super"
+#: The shipped dataset: what ``data_dir`` (train) and ``xfer.data`` (tune, its ``train``
+#: split) left ``null`` mean.
+DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", "llvm")
+#: Where caches go when a ``cache_dir`` is left ``null`` (encoded graphs, xgb-xfer's model).
+DEFAULT_CACHE_DIR = os.path.join(REPO_ROOT, "work", "cache")
+
+T = TypeVar("T")
 
 
-def merge_config(schema: Any, yaml_path: str | None, overrides: list[str] | None,
-                 what: str) -> dict[str, Any]:
-    """Merge a structured schema, YAML defaults and dotlist overrides into a plain dict.
+def resolve_path(path: str) -> str:
+    """The one rule for a path given in a configuration: relative to the current directory.
 
     Args:
-        schema: A dataclass type (typed keys) or ``None`` (the YAML defines the keys).
+        path: A path from a YAML file or the command line (``~`` is expanded).
+
+    Returns:
+        The absolute path.
+    """
+    return os.path.abspath(os.path.expanduser(str(path)))
+
+
+def repo_path(*parts: str) -> str:
+    """A location inside the repository: what a path setting left ``null`` means."""
+    return os.path.join(REPO_ROOT, *parts)
+
+
+def repo_relative(path: str) -> str:
+    """A path as written into committed files: relative to the repository when inside it
+    (no machine's directory layout in them), else absolute."""
+    rel = os.path.relpath(path, REPO_ROOT)
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
+def check_graph(graph: str, key: str) -> str:
+    """A graph mode in its one spelling (lower case).
+
+    Args:
+        graph: The configured value.
+        key: The key for the message (``graph``, ``metatune.graph``).
+
+    Raises:
+        ConfigError: Not ``super`` or ``plain``.
+    """
+    mode = str(graph).lower()
+    if mode not in GRAPH_MODES:
+        raise ConfigError(f"{key}={graph!r}: choose super or plain")
+    return mode
+
+
+@overload
+def merge_config(schema: type[T], yaml_path: str | None, overrides: list[str] | None,
+                 what: str, *, implied: Callable[[Any], list[str]] | None = None) -> T: ...
+
+
+@overload
+def merge_config(schema: None, yaml_path: str | None, overrides: list[str] | None,
+                 what: str, *, implied: Callable[[Any], list[str]] | None = None
+                 ) -> dict[str, Any]: ...
+
+
+def merge_config(schema: type[T] | None, yaml_path: str | None, overrides: list[str] | None,
+                 what: str, *, implied: Callable[[Any], list[str]] | None = None
+                 ) -> T | dict[str, Any]:
+    """Merge a structured schema, YAML defaults and dotlist overrides; validate once.
+
+    Args:
+        schema: The entry point's dataclass (typed keys, defaults, ``__post_init__``
+            checks). ``None``: the YAML defines the keys and a plain dict comes back (only
+            until ``collect.py`` has a schema).
         yaml_path: YAML defaults (``None``: the schema's defaults only).
         overrides: Dotlist overrides such as ``["trials=200", "runner.number=5"]``.
         what: The config's name for messages (``"tune"``, ``"train"``, ``"collect"``).
+        implied: Given the merged configuration (an OmegaConf ``DictConfig``, read by
+            attribute), more dotlist overrides to apply between the YAML and ``overrides``
+            (a preset's settings, which explicit overrides still win over).
+
+    Returns:
+        An instance of ``schema`` (dataclass instances all the way down), validated.
 
     Raises:
-        ConfigError: An unknown key or a value of the wrong type, naming the key.
+        ConfigError: An unknown key, a value of the wrong type (naming the key), or a
+            value a schema's ``__post_init__`` refuses.
     """
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     if yaml_path:
         _check_yaml_file(yaml_path, what)
-    try:
-        cfg = OmegaConf.structured(schema) if schema is not None else None
+    with _one_line_errors(what):
+        base = OmegaConf.structured(schema) if schema is not None else None
         if yaml_path:
             loaded = OmegaConf.load(yaml_path)
-            if cfg is None:
+            if base is None:
                 OmegaConf.set_struct(loaded, True)
-                cfg = loaded
+                base = loaded
             else:
-                cfg = OmegaConf.merge(cfg, loaded)
-        if overrides:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
-        return OmegaConf.to_container(cfg, resolve=True)
+                base = OmegaConf.merge(base, loaded)
+        explicit = OmegaConf.from_dotlist(list(overrides or []))
+        cfg = OmegaConf.merge(base, explicit)
+        if implied is not None:
+            extra = implied(cfg)
+            if extra:
+                cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(extra), explicit)
+        if schema is None:
+            return OmegaConf.to_container(cfg, resolve=True)
+        return OmegaConf.to_object(cfg)
+
+
+def config_from(schema: type[T], values: Mapping[str, Any], what: str) -> T:
+    """A schema filled in from a (partial, nested) mapping of its keys, validated.
+
+    For code that builds a configuration without a YAML file or a command line; the
+    schema's defaults fill the keys ``values`` leaves out.
+
+    Raises:
+        ConfigError: As :func:`merge_config`.
+    """
+    from omegaconf import OmegaConf
+
+    with _one_line_errors(what):
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema),
+                                                   dict(values)))
+
+
+@contextmanager
+def _one_line_errors(what: str) -> Iterator[None]:
+    """Turn OmegaConf's errors into a one-line :class:`ConfigError` naming the key."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        yield
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None)
         where = f" (key {key!r})" if key else ""
@@ -71,11 +191,11 @@ def _check_yaml_file(path: str, what: str) -> None:
                           f"keys; {hint}")
 
 
-def default_checkpoint(dataset: str = "llvm", graph: str = "super") -> str:
+def default_checkpoint(dataset: str = "llvm", graph: str = DEFAULT_GRAPH) -> str:
     """The checkpoint ``train.py`` writes by default: ``checkpoints/<dataset>-<graph>.ckpt``.
 
     Args:
         dataset: The dataset directory name (``llvm`` for ``data/llvm``).
         graph: ``super`` or ``plain``.
     """
-    return os.path.join(REPO_ROOT, "checkpoints", f"{dataset}-{graph}.ckpt")
+    return repo_path("checkpoints", f"{dataset}-{graph}.ckpt")

@@ -28,9 +28,10 @@ import math
 
 import torch
 
+from metatune.config import DEFAULT_GRAPH, GRAPH_MODES
 from metatune.loopnest import LEVELS, LOOP_FEATURES, ROLES, STAGES, LoopNest, read_loop_nest
 
-MODES = ("plain", "super")
+MODES = GRAPH_MODES
 #: The version of the node features and graph construction. A checkpoint records the one it
 #: was trained with; bump it whenever a change here or in :mod:`metatune.loopnest` gives a
 #: schedule a different graph, so that older checkpoints are refused instead of misread.
@@ -130,7 +131,7 @@ def super_graph(nest: LoopNest):
                 edge_type=torch.tensor(typ, dtype=torch.long))
 
 
-def encode(func, mode: str = "super"):
+def encode(func, mode: str = DEFAULT_GRAPH):
     """Encode a scheduled ``PrimFunc`` as a PyG ``Data`` graph.
 
     Args:

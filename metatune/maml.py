@@ -34,9 +34,10 @@ SCOPES = ("head", "last_gcn", "all")
 LOSSES = ("mse", "rank", "mse+rank")
 
 
-@dataclass(frozen=True)
+@dataclass
 class AdaptConfig:
-    """How a network adapts to a task (see the module docstring).
+    """How a network adapts to a task (see the module docstring): the one copy of these
+    defaults (train's ``meta.adapt`` section; the tuner reads a checkpoint's own).
 
     Attributes:
         scope: ``head``, ``last_gcn`` or ``all``.

@@ -162,10 +162,9 @@ def test_preset_and_cost_model_names_ignore_case():
     from tuner.app.config import load_tune_config
 
     cfg = load_tune_config(overrides=["preset=XGB-XFER"])
-    assert (cfg["preset"], cfg["cost_model"], cfg["search"]) == ("xgb-Xfer", "xgb-xfer",
-                                                                 "evolutionary")
+    assert (cfg.preset, cfg.cost_model, cfg.search) == ("xgb-Xfer", "xgb-xfer", "evolutionary")
     cfg = load_tune_config(overrides=["cost_model=XGB-Xfer", "search=Evolutionary"])
-    assert (cfg["cost_model"], cfg["search"]) == ("xgb-xfer", "evolutionary")
+    assert (cfg.cost_model, cfg.search) == ("xgb-xfer", "evolutionary")
 
 
 def test_resuming_with_another_preset_is_refused(tmp_path):

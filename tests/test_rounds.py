@@ -41,13 +41,12 @@ def test_round_monitor_writes_rows_and_summary(tmp_path):
 
 def test_presets_set_model_search_and_graph():
     cfg = load_tune_config(overrides=["preset=meta-BO"])
-    assert (cfg["cost_model"], cfg["search"], cfg["metatune"]["graph"]) == ("metatune", "bo",
-                                                                             "plain")
+    assert (cfg.cost_model, cfg.search, cfg.metatune.graph) == ("metatune", "bo", "plain")
     assert preset_of(cfg) == "meta-BO"
     assert preset_of(load_tune_config(overrides=["preset=xgb-Xfer"])) == "xgb-Xfer"
     # an explicit setting wins over the preset
     cfg = load_tune_config(overrides=["preset=xgb", "search=replay"])
-    assert cfg["search"] == "replay" and preset_of(cfg) is None
+    assert cfg.search == "replay" and preset_of(cfg) is None
 
 
 @pytest.mark.parametrize("override, message", [

@@ -56,6 +56,8 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
         provenance = json.load(f)  # how, where and when the checkpoint was made
     assert provenance["data"]["train_workloads"] and provenance["machine"]["date"]
     assert provenance["config"]["graph"] == "super"
+    # paths as resolved (relative to the repository only when inside it)
+    assert provenance["config"]["out"] == result["checkpoint"] == str(tiny_data / "model.ckpt")
     module = MetaModule.load_from_checkpoint(result["checkpoint"], map_location="cpu")
     net = module.net.eval()
     workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))

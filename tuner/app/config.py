@@ -1,12 +1,20 @@
-"""The tune configuration: a typed schema, YAML defaults and command-line overrides."""
+"""The tune configuration: one typed schema (:class:`TuneConfig`), YAML defaults and
+command-line overrides, merged and validated once by :func:`load_tune_config`.
+
+Every section is a dataclass that checks itself when it is made; the lower layers own
+the sections they read (``metatune``, ``xfer``: :mod:`tuner.models.params`;
+``search_params.bo``: :mod:`tuner.search.params`; ``predict_unmeasured``:
+:mod:`tuner.search.zero_shot`). Paths follow :mod:`metatune.config`'s one rule: relative
+to the current directory, ``null`` for the repository's own location.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from metatune.config import REPO_ROOT, merge_config
+from metatune.config import REPO_ROOT, merge_config, resolve_path
 from metatune.errors import ConfigError
 from tuner.models import COST_MODELS
 from tuner.models.params import MetaTuneModelConfig, XferConfig
@@ -19,7 +27,7 @@ DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
 @dataclass
 class SearchParams:
     """Keyword arguments of MetaSchedule's ``EvolutionarySearch`` (also BO's sampler),
-    and the batch BO settings."""
+    and the batch BO settings (``bo``). TVM checks the former when the search is made."""
 
     population_size: int = 256
     init_measured_ratio: float = 0.2
@@ -31,6 +39,12 @@ class SearchParams:
     eps_greedy: float = 0.05
     bo: BOConfig = field(default_factory=BOConfig)
 
+    def evolutionary(self) -> dict[str, Any]:
+        """The keyword arguments of ``EvolutionarySearch`` (every field but ``bo``)."""
+        kwargs = asdict(self)
+        del kwargs["bo"]
+        return kwargs
+
 
 @dataclass
 class BuilderConfig:
@@ -38,6 +52,14 @@ class BuilderConfig:
 
     workers: Optional[int] = None
     timeout_sec: float = 30.0
+
+    def __post_init__(self) -> None:
+        """Check the time limit.
+
+        Raises:
+            ConfigError: ``timeout_sec`` is not positive.
+        """
+        _positive("builder.timeout_sec", self.timeout_sec)
 
 
 @dataclass
@@ -49,6 +71,14 @@ class RunnerConfig:
     repeat: int = 1
     min_repeat_ms: int = 100
     enable_cpu_cache_flush: bool = False
+
+    def __post_init__(self) -> None:
+        """Check the time limit.
+
+        Raises:
+            ConfigError: ``timeout_sec`` is not positive.
+        """
+        _positive("runner.timeout_sec", self.timeout_sec)
 
 
 @dataclass
@@ -77,7 +107,13 @@ PRESETS: dict[str, dict[str, str]] = {
 
 @dataclass
 class TuneConfig:
-    """Every setting of ``tune.py``; ``configs/tune.yaml`` holds the defaults."""
+    """Every setting of ``tune.py``, with its default; ``configs/tune.yaml`` documents them.
+
+    Made (by :func:`load_tune_config`, or directly), it is checked and normalized once:
+    names in their one spelling (lower case; the preset as :data:`PRESETS` spells it),
+    ``onnx`` and ``work_dir`` absolute (``work_dir`` ``None``: ``work/<network>`` in the
+    repository, see :func:`tuner.app.run.default_work_dir`).
+    """
 
     network: Optional[str] = "alexnet"
     onnx: Optional[str] = None
@@ -109,78 +145,101 @@ class TuneConfig:
     tensorboard: bool = True
     log_level: str = "INFO"
 
+    def __post_init__(self) -> None:
+        """Normalize the names and paths and check the values the types alone do not
+        (the sections checked themselves when they were made).
+
+        Raises:
+            ConfigError: The first invalid value found, with what to do.
+        """
+        self.preset = canonical_preset(self.preset)
+        self.cost_model = str(self.cost_model).lower()  # names ignore case: one spelling
+        self.search = str(self.search).lower()
+        if self.onnx:
+            self.onnx = resolve_path(self.onnx)
+        if self.work_dir:
+            self.work_dir = resolve_path(self.work_dir)
+        for key in ("trials", "trials_per_round"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)}: the budget must be a positive "
+                                  "number of trials")
+        if self.trials_per_task is not None and self.trials_per_task <= 0:
+            raise ConfigError(f"trials_per_task={self.trials_per_task}: must be positive "
+                              "(or null)")
+        if self.cost_model not in COST_MODELS:
+            raise ConfigError(f"cost_model={self.cost_model!r}: choose one of "
+                              f"{', '.join(COST_MODELS)}")
+        if self.search not in SEARCHES:
+            raise ConfigError(f"search={self.search!r}: choose one of {', '.join(SEARCHES)}")
+        if not 0 <= self.seed < 2**31:
+            raise ConfigError(f"seed={self.seed}: give a seed from 0 to {2**31 - 1}")
+        _positive("batch", self.batch)
+        if self.input_shape is not None and (
+            not self.input_shape or any(d <= 0 for d in self.input_shape)
+        ):
+            raise ConfigError(f"input_shape={self.input_shape}: give positive dims, e.g. "
+                              "3,224,224")
+
+
+def _positive(key: str, value: float) -> None:
+    """Refuse a setting that must be positive.
+
+    Raises:
+        ConfigError: ``value`` is not positive, naming ``key``.
+    """
+    if value <= 0:
+        raise ConfigError(f"{key}={value}: must be positive")
+
+
+def canonical_preset(name: str | None) -> str | None:
+    """A preset name as :data:`PRESETS` spells it (names ignore case).
+
+    Raises:
+        ConfigError: Not a preset.
+    """
+    if name is None:
+        return None
+    canonical = {p.lower(): p for p in PRESETS}.get(str(name).lower())
+    if canonical is None:
+        raise ConfigError(f"preset={name!r}: choose one of {', '.join(PRESETS)} (any case)")
+    return canonical
+
+
+def preset_overrides(merged: Any) -> list[str]:
+    """The settings the merged configuration's preset stands for, as dotlist overrides."""
+    preset = canonical_preset(merged.preset)
+    return [] if preset is None else [f"{k}={v}" for k, v in PRESETS[preset].items()]
+
 
 def load_tune_config(yaml_path: str | None = DEFAULT_TUNE_YAML,
-                     overrides: list[str] | None = None) -> dict[str, Any]:
-    """Merge the schema, the YAML defaults and ``key=value`` overrides; validate.
+                     overrides: list[str] | None = None) -> TuneConfig:
+    """Merge the schema, the YAML defaults and ``key=value`` overrides; validate once.
+
+    A preset sits between the YAML defaults and the explicit overrides: ``preset=xgb
+    search=replay`` is xgb's cost model with the replay search.
 
     Args:
         yaml_path: YAML file with defaults (``None``: the schema's defaults only).
         overrides: Dotlist overrides such as ``["trials=200", "runner.number=5"]``.
 
     Returns:
-        The configuration as a plain dict.
+        The typed configuration.
 
     Raises:
         ConfigError: An unknown key, a value of the wrong type, or an invalid value.
     """
-    plain = merge_config(TuneConfig, yaml_path, overrides, "tune")
-    preset = plain["preset"]
-    if preset is not None:
-        canonical = {name.lower(): name for name in PRESETS}.get(str(preset).lower())
-        if canonical is None:
-            raise ConfigError(f"preset={preset!r}: choose one of {', '.join(PRESETS)} "
-                              "(any case)")
-        # The preset sits between the YAML defaults and the explicit overrides.
-        implied = [f"{k}={v}" for k, v in PRESETS[canonical].items()]
-        plain = merge_config(TuneConfig, yaml_path, implied + list(overrides or []), "tune")
-        plain["preset"] = canonical
-    for key in ("cost_model", "search"):  # names are case-insensitive: one spelling each
-        plain[key] = str(plain[key]).lower()
-    plain["metatune"]["graph"] = str(plain["metatune"]["graph"]).lower()
-    validate(plain)
-    return plain
+    return merge_config(TuneConfig, yaml_path, overrides, "tune", implied=preset_overrides)
 
 
-def preset_of(cfg: dict[str, Any]) -> str | None:
-    """The paper's name for a configuration's cost model and search, if it has one."""
+def preset_for(cost_model: str, search: str, graph: str | None) -> str | None:
+    """The paper's name for a cost model, search and graph mode, if they have one."""
+    values = {"cost_model": cost_model, "search": search, "metatune.graph": graph}
     for name, settings in PRESETS.items():
-        values = {"cost_model": cfg["cost_model"], "search": cfg["search"],
-                  "metatune.graph": cfg["metatune"]["graph"]}
         if all(values[k] == v for k, v in settings.items()):
             return name
     return None
 
 
-def validate(cfg: dict[str, Any]) -> None:
-    """Check value ranges that the types alone do not.
-
-    Raises:
-        ConfigError: The first invalid value found, with what to do.
-    """
-    for key in ("trials", "trials_per_round"):
-        if cfg[key] <= 0:
-            raise ConfigError(f"{key}={cfg[key]}: the budget must be a positive number of trials")
-    if cfg["trials_per_task"] is not None and cfg["trials_per_task"] <= 0:
-        raise ConfigError(f"trials_per_task={cfg['trials_per_task']}: must be positive (or null)")
-    if cfg["cost_model"] not in COST_MODELS:
-        raise ConfigError(f"cost_model={cfg['cost_model']!r}: choose one of "
-                          f"{', '.join(COST_MODELS)}")
-    MetaTuneModelConfig(**cfg["metatune"])  # validates metatune.*
-    BOConfig(**cfg["search_params"]["bo"])  # validates search_params.bo.*
-    if cfg["search"] not in SEARCHES:
-        raise ConfigError(f"search={cfg['search']!r}: choose one of {', '.join(SEARCHES)}")
-    if not 0 <= cfg["seed"] < 2**31:
-        raise ConfigError(f"seed={cfg['seed']}: give a seed from 0 to {2**31 - 1}")
-    if cfg["batch"] <= 0:
-        raise ConfigError(f"batch={cfg['batch']}: must be positive")
-    if cfg["input_shape"] is not None and (
-        not cfg["input_shape"] or any(d <= 0 for d in cfg["input_shape"])
-    ):
-        raise ConfigError(f"input_shape={cfg['input_shape']}: give positive dims, e.g. 3,224,224")
-    pred = cfg["predict_unmeasured"]
-    if min(pred["population"], pred["candidates"]) <= 0 or pred["genetic_iters"] < 0:
-        raise ConfigError("predict_unmeasured: population and candidates must be positive, "
-                          "genetic_iters not negative")
-    if cfg["builder"]["timeout_sec"] <= 0 or cfg["runner"]["timeout_sec"] <= 0:
-        raise ConfigError("builder/runner timeout_sec must be positive")
+def preset_of(cfg: TuneConfig) -> str | None:
+    """The paper's name for a configuration's cost model and search, if it has one."""
+    return preset_for(cfg.cost_model, cfg.search, cfg.metatune.graph)

@@ -14,13 +14,13 @@ import os
 from typing import Any
 
 from metatune.errors import ConfigError, ModelImportError
-from tuner.app.config import preset_of
+from tuner.app.config import TuneConfig, preset_for
 from tuner.engine.database import RECORD_FILE
 
 SETTINGS_FILE = "settings.json"
 
 
-def check_inputs(cfg: dict[str, Any], target_info) -> None:
+def check_inputs(cfg: TuneConfig, target_info) -> None:
     """Refuse bad inputs that would otherwise surface after minutes of work.
 
     Args:
@@ -34,31 +34,31 @@ def check_inputs(cfg: dict[str, Any], target_info) -> None:
     """
     from tuner.engine.networks import builtin_module
 
-    if cfg["onnx"]:
-        if not os.path.isfile(cfg["onnx"]):
-            raise ModelImportError(f"--onnx {cfg['onnx']!r}: no such file")
-    elif not cfg["model"] and cfg["network"] is not None:
+    if cfg.onnx:
+        if not os.path.isfile(cfg.onnx):
+            raise ModelImportError(f"--onnx {cfg.onnx!r}: no such file")
+    elif not cfg.model and cfg.network is not None:
         from tuner.engine.networks import BUILTIN_NETWORKS
 
-        if cfg["network"] not in BUILTIN_NETWORKS:
-            builtin_module(cfg["network"])  # raises UnknownNetworkError with the choices
-    m = cfg["metatune"]
-    if cfg["cost_model"] == "metatune" and not m["from_scratch"]:
+        if cfg.network not in BUILTIN_NETWORKS:
+            builtin_module(cfg.network)  # raises UnknownNetworkError with the choices
+    m = cfg.metatune
+    if cfg.cost_model == "metatune" and not m.from_scratch:
         from metatune.config import default_checkpoint
         from tuner.models.cost_model import load_net
 
-        load_net(m["checkpoint"] or default_checkpoint(target_info.kind, m["graph"]),
-                 graph=m["graph"])
+        load_net(m.checkpoint or default_checkpoint(target_info.kind, m.graph), graph=m.graph)
 
 
-def run_settings(cfg: dict[str, Any], target_info) -> dict[str, Any]:
-    """What makes measurements comparable: cost model, search, graph and target."""
+def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
+    """What makes measurements comparable: cost model, search, graph and target (the
+    plain dict written to ``settings.json``)."""
     target = target_info.target
     mcpu = target.attrs.get("mcpu") if hasattr(target, "attrs") else None
     return {
-        "cost_model": cfg["cost_model"],
-        "search": cfg["search"],
-        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
+        "cost_model": cfg.cost_model,
+        "search": cfg.search,
+        "graph": cfg.metatune.graph if cfg.cost_model == "metatune" else None,
         "target": {"kind": target_info.kind, "mcpu": str(mcpu) if mcpu else None},
     }
 
@@ -81,9 +81,7 @@ def _stored_settings(work_dir: str) -> dict[str, Any] | None:
 
 
 def _describe(settings: dict[str, Any]) -> str:
-    cfg = {"cost_model": settings["cost_model"], "search": settings["search"],
-           "metatune": {"graph": settings.get("graph")}}
-    name = preset_of(cfg)
+    name = preset_for(settings["cost_model"], settings["search"], settings.get("graph"))
     text = f"preset {name}" if name else (f"cost_model={settings['cost_model']} "
                                           f"search={settings['search']}")
     target = settings.get("target")
@@ -92,7 +90,7 @@ def _describe(settings: dict[str, Any]) -> str:
     return text
 
 
-def check_resume(work_dir: str, cfg: dict[str, Any], target_info) -> None:
+def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
     """Refuse to resume a work dir measured with other settings; record this run's.
 
     Args:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from typing import Any
 
 from metatune.provenance import machine_info
-from tuner.app.config import preset_of
+from tuner.app.config import TuneConfig, preset_of
 from tuner.app.monitor import read_curves
 from tuner.engine.runtime import runtime_info
 from tuner.search.zero_shot import schedule_sources
@@ -16,13 +17,12 @@ REPORT_FILE = "report.json"
 CURVES_PNG = "tuning_curves.png"
 
 
-
-def build_report(*, cfg: dict[str, Any], network, tasks: list, target_info, outcome,
+def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
                  database, work_dir: str) -> dict[str, Any]:
     """``report.json``'s content after tuning, before evaluation (latencies still ``None``).
 
     Args:
-        cfg: The tune configuration (plain dict).
+        cfg: The tune configuration (written into the report as a plain dict).
         network: The :class:`tuner.engine.networks.Network` tuned.
         tasks: Its :class:`tuner.engine.tasks.TaskInfo` list, in tuning order.
         target_info: The :class:`tuner.engine.targets.TargetInfo` tuned for.
@@ -35,10 +35,10 @@ def build_report(*, cfg: dict[str, Any], network, tasks: list, target_info, outc
         "input_shape": list(network.input_shape),
         "target": target_info.description,
         "preset": preset_of(cfg),
-        "cost_model": cfg["cost_model"],
-        "graph": cfg["metatune"]["graph"] if cfg["cost_model"] == "metatune" else None,
-        "search": cfg["search"],
-        "trials": cfg["trials"],
+        "cost_model": cfg.cost_model,
+        "graph": cfg.metatune.graph if cfg.cost_model == "metatune" else None,
+        "search": cfg.search,
+        "trials": cfg.trials,
         "trials_run": outcome.trials_run,
         "trials_total": outcome.trials_before + outcome.trials_run,
         "failures": outcome.failures,
@@ -59,7 +59,7 @@ def build_report(*, cfg: dict[str, Any], network, tasks: list, target_info, outc
         "check_error": None,
         "machine": machine_info(),
         "runtime": runtime_info(target_info.num_cores),
-        "config": cfg,
+        "config": asdict(cfg),
         "work_dir": work_dir,
     }
 

@@ -7,7 +7,8 @@ import os
 import time
 from typing import Any
 
-from tuner.app.config import REPO_ROOT, validate
+from metatune.config import repo_path
+from tuner.app.config import EvaluateConfig, TuneConfig
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
 from tuner.app.preflight import check_inputs, check_resume
@@ -30,25 +31,27 @@ def setup_logging(level: str) -> None:
                         datefmt="%H:%M:%S")
 
 
-def default_work_dir(cfg: dict[str, Any], network_name: str) -> str:
-    """``work/<network>`` under the repository (or the configured ``work_dir``)."""
-    if cfg["work_dir"]:
-        return os.path.abspath(cfg["work_dir"])
+def default_work_dir(cfg: TuneConfig, network_name: str) -> str:
+    """The configured ``work_dir`` (absolute already), else ``work/<network>`` in the
+    repository."""
+    if cfg.work_dir:
+        return cfg.work_dir
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in network_name)
-    return os.path.join(REPO_ROOT, "work", safe)
+    return repo_path("work", safe)
 
 
-def _network_label(cfg: dict[str, Any]) -> str:
-    if cfg["onnx"]:
-        return os.path.splitext(os.path.basename(cfg["onnx"]))[0]
-    return cfg["model"] or cfg["network"] or "network"
+def _network_label(cfg: TuneConfig) -> str:
+    if cfg.onnx:
+        return os.path.splitext(os.path.basename(cfg.onnx))[0]
+    return cfg.model or cfg.network or "network"
 
 
-def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
+def run_tune(cfg: TuneConfig) -> dict[str, Any]:
     """Tune every task of a network with MetaSchedule, then compile and measure it.
 
     Args:
-        cfg: A configuration from :func:`tuner.app.config.load_tune_config` (plain dict).
+        cfg: A configuration from :func:`tuner.app.config.load_tune_config` (validated
+            when it was made).
 
     Returns:
         The report (also written to ``<work_dir>/report.json``).
@@ -56,9 +59,8 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
     Raises:
         metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
     """
-    validate(cfg)
-    setup_logging(cfg["log_level"])
-    target_info = resolve_target(cfg["target"], cfg["num_cores"])
+    setup_logging(cfg.log_level)
+    target_info = resolve_target(cfg.target, cfg.num_cores)
     check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
     work_dir = default_work_dir(cfg, _network_label(cfg))
     ensure_work_dir(work_dir)
@@ -66,24 +68,23 @@ def run_tune(cfg: dict[str, Any]) -> dict[str, Any]:
         return _tune_and_report(cfg, target_info, work_dir)
 
 
-def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[str, Any]:
+def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, Any]:
     """:func:`run_tune` once the inputs are checked and the work dir is locked."""
     check_resume(work_dir, cfg, target_info)
-    database = open_database(work_dir, repair=cfg["repair_db"])
+    database = open_database(work_dir, repair=cfg.repair_db)
     logger.info("target %s, work dir %s", target_info.description, work_dir)
 
     network = load_network(
-        cfg["network"], onnx_path=cfg["onnx"], model_spec=cfg["model"],
-        input_shape=tuple(cfg["input_shape"]) if cfg["input_shape"] else None,
-        batch=cfg["batch"], fold_bn=cfg["fold_bn"])
+        cfg.network, onnx_path=cfg.onnx, model_spec=cfg.model,
+        input_shape=tuple(cfg.input_shape) if cfg.input_shape else None,
+        batch=cfg.batch, fold_bn=cfg.fold_bn)
     for note in network.notes:
         logger.info("%s: %s", network.name, note)
-    tasks = extract_tasks(network.relax_mod, target_info.target,
-                          pack_weights=bool(cfg["pack_weights"]))
+    tasks = extract_tasks(network.relax_mod, target_info.target, pack_weights=cfg.pack_weights)
     print(format_task_table(tasks), flush=True)
 
     writer = None
-    if cfg["tensorboard"]:
+    if cfg.tensorboard:
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(log_dir=os.path.join(work_dir, "tensorboard"))
@@ -97,10 +98,10 @@ def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[st
     report = build_report(cfg=cfg, network=network, tasks=tasks, target_info=target_info,
                           outcome=outcome, database=database, work_dir=work_dir)
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
-    if cfg["evaluate"]["enabled"]:
+    if cfg.evaluate.enabled:
         evaluate_into(report, network=network, target_info=target_info,
-                      database=with_predictions(database, work_dir), ecfg=cfg["evaluate"],
-                      pack_weights=bool(cfg["pack_weights"]))
+                      database=with_predictions(database, work_dir), ecfg=cfg.evaluate,
+                      pack_weights=cfg.pack_weights)
         report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
@@ -111,7 +112,7 @@ def _tune_and_report(cfg: dict[str, Any], target_info, work_dir: str) -> dict[st
 
 
 def evaluate_into(report: dict[str, Any], *, network, target_info, database,
-                  ecfg: dict[str, Any], pack_weights: bool = True) -> None:
+                  ecfg: EvaluateConfig, pack_weights: bool = True) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place.
 
     ``pack_weights`` must be the setting the tasks were extracted with.
@@ -121,16 +122,16 @@ def evaluate_into(report: dict[str, Any], *, network, target_info, database,
     tuned = compile_network(network.relax_mod, target_info.target, database,
                             target_info.device_type, pack_weights=pack_weights)
     logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
-    if ecfg["check"]:
-        report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg["rtol"])
-    report["latency_ms"]["tuned"] = tuned.time(x, ecfg["repeat"], ecfg["min_repeat_ms"]).median_ms
-    if ecfg["untuned"]:
+    if ecfg.check:
+        report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg.rtol)
+    report["latency_ms"]["tuned"] = tuned.time(x, ecfg.repeat, ecfg.min_repeat_ms).median_ms
+    if ecfg.untuned:
         untuned = compile_untuned(network.relax_mod, target_info.target, target_info.device_type)
-        report["latency_ms"]["untuned"] = untuned.time(x, ecfg["untuned_repeat"], 0).median_ms
-    if ecfg["torch"] and network.torch_module is not None and target_info.device_type == "cpu":
+        report["latency_ms"]["untuned"] = untuned.time(x, ecfg.untuned_repeat, 0).median_ms
+    if ecfg.torch and network.torch_module is not None and target_info.device_type == "cpu":
         report["latency_ms"]["torch"] = time_torch(
-            network.torch_module, x, ecfg["repeat"], target_info.num_cores).median_ms
-        if ecfg["torch_compile"]:
+            network.torch_module, x, ecfg.repeat, target_info.num_cores).median_ms
+        if ecfg.torch_compile:
             report["latency_ms"]["torch_compile"] = time_torch(
-                network.torch_module, x, ecfg["repeat"], target_info.num_cores,
+                network.torch_module, x, ecfg.repeat, target_info.num_cores,
                 compile=True).median_ms

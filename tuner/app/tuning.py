@@ -7,10 +7,12 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-from metatune.config import REPO_ROOT, default_checkpoint
+from metatune.config import config_from, default_checkpoint
 from metatune.errors import ConfigError
+from tuner.app.config import RunnerConfig, SearchParams, TuneConfig
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.app.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
 from tuner.engine.builder import PersistentBuilder, stop_pool
@@ -28,8 +30,8 @@ from tuner.models.mlp import make_mlp_model
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
 from tuner.search.bo import BatchBOSearch
-from tuner.search.params import SEARCHES, BOConfig
-from tuner.search.zero_shot import PredictConfig, predict_unmeasured
+from tuner.search.params import SEARCHES
+from tuner.search.zero_shot import predict_unmeasured
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +68,9 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
     Args:
         name: The cost model.
         num_cores: Cores XGBoost may use.
-        metatune: The ``metatune`` settings (checkpoint, graph, ...; default: the defaults).
-        xfer: The ``xfer`` settings (``data``, ``cache_dir``) for ``xgb-xfer``.
+        metatune: The ``metatune`` section (checkpoint, graph, ...; ``None``: its defaults).
+        xfer: The ``xfer`` section (``data``, ``cache_dir``) for ``xgb-xfer`` (``None``:
+            its defaults).
         target: The ``tvm.target.Target`` (``xgb-xfer`` extracts features for it).
 
     Raises:
@@ -91,29 +94,30 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
         x = xfer or XferConfig()
-        rel = lambda p: p if os.path.isabs(p) else os.path.join(REPO_ROOT, p)  # noqa: E731
-        data = rel(x.data)
+        data = x.data  # absolute: resolved when the section was made
         kind = str(target.kind.name) if target is not None else "llvm"
         if os.path.basename(os.path.dirname(os.path.normpath(data))) not in (kind, ""):
             raise ConfigError(
                 f"xgb-xfer pre-trains on {data}, measured for another target than {kind}: "
                 f"collect data for {kind} (python collect.py run target={kind} "
                 f"out=data/{kind}) and pass xfer.data=data/{kind}/train")
-        base = base_booster(data, target, num_cores, rel(x.cache_dir))
+        base = base_booster(data, target, num_cores, x.cache_dir)
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":
         return make_mlp_model()
     return ms.cost_model.CostModel.create(name)
 
 
-def make_search(name: str, params: dict, *, clock=None, seed: int = 0, budget=None):
+def make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
+                budget=None):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
         name: ``bo`` (:class:`tuner.search.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
             or ``replay``.
-        params: The ``search_params`` config section: ``EvolutionarySearch`` keyword
-            arguments, and ``bo`` (:class:`tuner.search.params.BOConfig` fields).
+        params: The ``search_params`` section: ``EvolutionarySearch`` keyword arguments,
+            and ``bo`` (a :class:`tuner.search.params.BOConfig`, valid since it was made;
+            ``None``: the defaults).
         clock: A :class:`tuner.app.rounds.RoundClock` timing each search.
         seed: Seed of the BO sampler.
         budget: The run's :class:`tuner.engine.scheduler.RoundBudget` (cuts each round to
@@ -124,19 +128,19 @@ def make_search(name: str, params: dict, *, clock=None, seed: int = 0, budget=No
     """
     from tvm.s_tir import meta_schedule as ms
 
-    params = dict(params)
-    bo = params.pop("bo", None) or {}
+    params = params or SearchParams()
+    evolutionary = params.evolutionary()
     if name == "bo":
         try:
-            ms.search_strategy.EvolutionarySearch(**params)  # validates the sampler's settings
-            return NoRepeatSearch(BatchBOSearch(params, BOConfig(**bo), seed), clock=clock,
+            ms.search_strategy.EvolutionarySearch(**evolutionary)  # TVM checks the sampler's
+            return NoRepeatSearch(BatchBOSearch(evolutionary, params.bo, seed), clock=clock,
                                   budget=budget)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"search_params: {err}") from err
     if name == "evolutionary":
         try:
-            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**params), clock=clock,
-                                  budget=budget)
+            return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**evolutionary),
+                                  clock=clock, budget=budget)
         except TypeError as err:
             raise ConfigError(f"search_params: {err}") from err
     if name == "replay":
@@ -144,11 +148,11 @@ def make_search(name: str, params: dict, *, clock=None, seed: int = 0, budget=No
     raise ConfigError(f"unknown search {name!r}: choose one of {', '.join(SEARCHES)}")
 
 
-def make_runner(cfg: dict, target_kinds: tuple[str, ...], num_threads: int):
+def make_runner(cfg: RunnerConfig, target_kinds: tuple[str, ...], num_threads: int):
     """MetaSchedule's LocalRunner with a pre-initialized persistent worker.
 
     Args:
-        cfg: The ``runner`` config section.
+        cfg: The ``runner`` section.
         target_kinds: Target kinds whose tensor intrinsics the worker registers.
         num_threads: Threads of the worker's TVM runtime: the target's cores, so that
             candidates are timed the way the tuned network will run.
@@ -156,12 +160,11 @@ def make_runner(cfg: dict, target_kinds: tuple[str, ...], num_threads: int):
     from tvm.s_tir import meta_schedule as ms
 
     evaluator = ms.runner.EvaluatorConfig(
-        number=int(cfg["number"]), repeat=int(cfg["repeat"]),
-        min_repeat_ms=int(cfg["min_repeat_ms"]),
-        enable_cpu_cache_flush=bool(cfg["enable_cpu_cache_flush"]),
+        number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,
+        enable_cpu_cache_flush=cfg.enable_cpu_cache_flush,
     )
     return ms.runner.LocalRunner(
-        timeout_sec=float(cfg["timeout_sec"]), evaluator_config=evaluator,
+        timeout_sec=cfg.timeout_sec, evaluator_config=evaluator,
         initializer=functools.partial(worker_initializer, target_kinds, int(num_threads)),
     )
 
@@ -246,24 +249,24 @@ class Session:
         stop_pool(self.runner.pool)
 
 
-def build_cost_model(cfg: dict, target: TargetInfo):
+def build_cost_model(cfg: TuneConfig, target: TargetInfo):
     """The configuration's cost model (:func:`make_cost_model` with its typed sections)."""
-    sections = {"metatune": MetaTuneModelConfig, "xfer": XferConfig}
-    typed = {k: t(**cfg[k]) if k in cfg else None for k, t in sections.items()}
-    return make_cost_model(cfg["cost_model"], num_cores=target.num_cores, **typed,
-                           target=target.target)
+    return make_cost_model(cfg.cost_model, num_cores=target.num_cores, metatune=cfg.metatune,
+                           xfer=cfg.xfer, target=target.target)
 
 
-def build_session(cfg: dict, target: TargetInfo, *, budget: RoundBudget | None = None
-                  ) -> Session:
+def build_session(cfg: TuneConfig | Mapping[str, Any], target: TargetInfo, *,
+                  budget: RoundBudget | None = None) -> Session:
     """The cost model, builder, runner and search of one tuning session, by configuration.
 
     ``tune()``, the dataset collector and the trial-overhead benchmark all build their
     sessions here.
 
     Args:
-        cfg: The tune configuration's ``cost_model``, ``metatune``, ``xfer``, ``builder``,
-            ``runner``, ``search``, ``search_params`` and ``seed`` (plain dict).
+        cfg: The tune configuration; its ``cost_model``, ``metatune``, ``xfer``,
+            ``builder``, ``runner``, ``search``, ``search_params`` and ``seed`` are read.
+            A mapping of some of its keys is made into one first (the collector's session
+            until it builds a :class:`tuner.app.config.TuneConfig` itself).
         target: The :class:`tuner.engine.targets.TargetInfo` to tune for.
         budget: The run's :class:`tuner.engine.scheduler.RoundBudget`, shared by the
             search (which cuts its batches to it) and the task scheduler.
@@ -272,23 +275,24 @@ def build_session(cfg: dict, target: TargetInfo, *, budget: RoundBudget | None =
         ConfigError: An unknown cost model or search, or a bad search parameter.
         tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
     """
+    if isinstance(cfg, Mapping):
+        cfg = config_from(TuneConfig, cfg, "tune")
     cost_model = build_cost_model(cfg, target)
     kinds = (target.kind,)
-    builder = PersistentBuilder(
-        max_workers=int(cfg["builder"]["workers"] or target.num_cores),
-        timeout_sec=float(cfg["builder"]["timeout_sec"]), target_kinds=kinds)
+    builder = PersistentBuilder(max_workers=cfg.builder.workers or target.num_cores,
+                                timeout_sec=cfg.builder.timeout_sec, target_kinds=kinds)
     builder.warm_up()
-    runner = make_runner(cfg["runner"], kinds, target.num_cores)
+    runner = make_runner(cfg.runner, kinds, target.num_cores)
     clock = RoundClock()
-    search = make_search(cfg["search"], dict(cfg["search_params"]), clock=clock,
-                         seed=int(cfg["seed"]), budget=budget)
+    search = make_search(cfg.search, cfg.search_params, clock=clock, seed=cfg.seed,
+                         budget=budget)
     return Session(target=target, cost_model=cost_model, builder=builder, runner=runner,
-                   clock=clock, search=search, seed=int(cfg["seed"]))
+                   clock=clock, search=search, seed=cfg.seed)
 
 
-def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: str,
+def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_dir: str,
          writer=None) -> TuningOutcome:
-    """Tune ``tasks`` until the database holds ``cfg['trials']`` measurements of them.
+    """Tune ``tasks`` until the database holds ``cfg.trials`` measurements of them.
 
     Measurements already in the database count toward the budget, so a second run with
     the same work dir continues where the first stopped and re-measures nothing.
@@ -297,7 +301,7 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
         tasks: The tasks to tune.
         target_info: A :class:`tuner.engine.targets.TargetInfo`.
         database: The MetaSchedule database (records are appended to it).
-        cfg: The tune configuration (plain dict).
+        cfg: The tune configuration.
         work_dir: The work directory.
         writer: TensorBoard ``SummaryWriter`` or ``None``.
 
@@ -313,11 +317,11 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
     mods = [t.extracted.dispatched[0] for t in tasks]
     before = measured_per_task(database, mods)
     trials_before = sum(before)
-    remaining = int(cfg["trials"]) - trials_before
+    remaining = cfg.trials - trials_before
     best = best_seconds_per_task(database, mods)
     if remaining <= 0:
         logger.info("database already holds %d measurements (budget %d): nothing to tune",
-                    trials_before, cfg["trials"])
+                    trials_before, cfg.trials)
         outcome = TuningOutcome(trials_before, 0, 0.0, 0,
                                 [None if b is None else b * 1e3 for b in best])
         _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
@@ -331,11 +335,11 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
     session = build_session(cfg, target_info, budget=budget)
     contexts = session.contexts(tasks, work_dir)
     names = [t.name for t in tasks]
-    failures = FailureMonitor(max_failed_rounds=int(cfg["max_failed_rounds"]), task_names=names)
+    failures = FailureMonitor(max_failed_rounds=cfg.max_failed_rounds, task_names=names)
     progress = ProgressMonitor(
         task_names=names, task_weights=[t.weight for t in tasks], best_seconds=best,
         budget=remaining, work_dir=work_dir, trials_before=trials_before, writer=writer,
-        show_bar=bool(cfg["progress"]))
+        show_bar=cfg.progress)
     rounds = RoundMonitor(session.clock, names, work_dir, writer, trials_before)
     guard = RecordFileGuard(work_dir)  # first: a round not on disk is never counted
     interrupt = InterruptWatch()
@@ -344,17 +348,16 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
     callbacks = [BatchAccuracyCallback(session.clock, session.cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
                  MonitorCallback([guard, interrupt, failures, progress, rounds])]
-    per_task = cfg["trials_per_task"]
+    per_task = cfg.trials_per_task
     start = time.perf_counter()
     interrupt.__enter__()
     try:
-        EagerGradientScheduler(budget=budget,
-                               trials_per_round=int(cfg["trials_per_round"])).tune(
+        EagerGradientScheduler(budget=budget, trials_per_round=cfg.trials_per_round).tune(
             tasks=contexts,
             task_weights=[float(t.weight) for t in tasks],
             max_trials_global=remaining,
-            max_trials_per_task=int(per_task) if per_task else remaining,
-            num_trials_per_iter=int(cfg["trials_per_round"]),
+            max_trials_per_task=per_task or remaining,
+            num_trials_per_iter=cfg.trials_per_round,
             builder=session.builder,
             runner=session.runner,
             measure_callbacks=callbacks,
@@ -394,13 +397,12 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: dict, work_dir: s
 
 
 def _predict_into(outcome: TuningOutcome, tasks: list[TaskInfo], target_info, database,
-                  cfg: dict, work_dir: str, cost_model_factory) -> None:
+                  cfg: TuneConfig, work_dir: str, cost_model_factory) -> None:
     """Give every task without a valid measurement the cost model's pick (if enabled)."""
-    pcfg = PredictConfig(**cfg["predict_unmeasured"])
-    if not pcfg.enabled:
+    if not cfg.predict_unmeasured.enabled:
         return
     start = time.perf_counter()
     outcome.predicted = predict_unmeasured(
-        tasks, database, work_dir, target_info.target, cost_model_factory, pcfg,
-        seed=int(cfg["seed"]), num_threads=target_info.num_cores)
+        tasks, database, work_dir, target_info.target, cost_model_factory,
+        cfg.predict_unmeasured, seed=cfg.seed, num_threads=target_info.num_cores)
     outcome.predict_seconds = time.perf_counter() - start

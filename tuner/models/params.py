@@ -1,33 +1,64 @@
 """The cost models' settings (the tune configuration's ``metatune`` and ``xfer`` sections):
 plain data with the one copy of their defaults, read by the configuration, the factory
-(:func:`tuner.app.tuning.make_cost_model`) and the models alike."""
+(:func:`tuner.app.tuning.make_cost_model`) and the models alike. Each validates itself
+when it is made, so one that exists is valid."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
-from metatune.errors import ConfigError
+from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, check_graph,
+                             resolve_path)
 
 
 @dataclass
 class MetaTuneModelConfig:
-    """The MetaTune cost model (``cost_model=metatune``)."""
+    """The MetaTune cost model (``cost_model=metatune``).
 
-    checkpoint: Optional[str] = None  # default: checkpoints/llvm-<graph>.ckpt
-    graph: str = "super"
+    Attributes:
+        checkpoint: The meta-trained network (``None``: the target kind's shipped one,
+            :func:`metatune.config.default_checkpoint`); made absolute when set.
+        graph: ``super`` or ``plain``: the graph mode the checkpoint was trained with.
+        from_scratch: No checkpoint: start from random weights, learn online only.
+        adapt_steps: Online fine-tuning steps after each measured round (None: the
+            checkpoint's, the adaptation it was meta-trained for).
+        adapt_lr: Their step size (None: the checkpoint's).
+    """
+
+    checkpoint: Optional[str] = None
+    graph: str = DEFAULT_GRAPH
     from_scratch: bool = False
     adapt_steps: Optional[int] = None  # null: the checkpoint's (what it was meta-trained for)
     adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
 
     def __post_init__(self) -> None:
-        if self.graph not in ("super", "plain"):
-            raise ConfigError(f"metatune.graph={self.graph!r}: choose super or plain")
+        """Check the graph mode (one spelling) and resolve the checkpoint's path.
+
+        Raises:
+            ConfigError: An unknown graph mode.
+        """
+        self.graph = check_graph(self.graph, "metatune.graph")
+        if self.checkpoint:
+            self.checkpoint = resolve_path(self.checkpoint)
 
 
 @dataclass
 class XferConfig:
-    """Where ``xgb-xfer`` finds its pre-training data and caches its base model."""
+    """Where ``xgb-xfer`` finds its pre-training data and caches its base model.
 
-    data: str = "data/llvm/train"
-    cache_dir: str = "work/cache"
+    Attributes:
+        data: A dataset split directory (``None``: the repository's ``data/llvm/train``).
+        cache_dir: Where the pre-trained booster is cached (``None``: ``work/cache`` in
+            the repository).
+    """
+
+    data: Optional[str] = None
+    cache_dir: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        """Make both paths absolute (the defaults inside the repository)."""
+        self.data = (resolve_path(self.data) if self.data
+                     else os.path.join(DEFAULT_DATA_DIR, "train"))
+        self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR

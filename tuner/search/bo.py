@@ -44,15 +44,17 @@ class BatchBOSearch(PySearchStrategy):
     """Evolutionary candidate pool, GP + batch acquisition choice.
 
     Args:
-        evolutionary: Keyword arguments of MetaSchedule's ``EvolutionarySearch``.
-        params: :class:`tuner.search.params.BOConfig` (``search_params.bo``).
+        evolutionary: Keyword arguments of MetaSchedule's ``EvolutionarySearch`` (the
+            ``search_params`` section but ``bo``).
+        params: :class:`tuner.search.params.BOConfig` (``search_params.bo``; valid since it
+            was made, not checked again; ``None``: the defaults).
         seed: Seed of the acquisition's sampler.
     """
 
     def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0) -> None:
         super().__init__()
         self.evolutionary = dict(evolutionary)
-        self.params = params or BOConfig()  # validated when it was made
+        self.params = params or BOConfig()
         self.seed = int(seed)
         self.inner = None
         self.cold = None
@@ -183,10 +185,8 @@ class BatchBOSearch(PySearchStrategy):
         y = np.asarray(self.hist_y, dtype=float)
         chosen = select_batch(
             self.knobs.matrix(pool), pool_prior, self.knobs.matrix(self.hist_cands), hist_prior,
-            y / y.max() if len(y) and y.max() > 0 else y, q,
-            acquisition=self.params.acquisition, mc_samples=self.params.mc_samples,
-            beta=self.params.beta, engine=self.params.engine, seed=self.seed + self.rounds,
-            device=self._device())
+            y / y.max() if len(y) and y.max() > 0 else y, q, self.params,
+            seed=self.seed + self.rounds, device=self._device())
         picked = set(chosen)
         rest = sorted((i for i in range(len(pool)) if i not in picked),
                       key=lambda i: -pool_prior[i])

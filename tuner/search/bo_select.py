@@ -19,10 +19,9 @@ import warnings
 import numpy as np
 import torch
 
-from tuner.search.params import ACQUISITIONS, ENGINES
+from tuner.search.params import BOConfig
 
 logger = logging.getLogger(__name__)
-
 
 
 def default_device() -> torch.device:
@@ -126,9 +125,8 @@ def greedy_batch(samples: torch.Tensor, n_hist: int, q: int, acquisition: str,
 
 
 def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
-                 hist_prior: np.ndarray, hist_y: np.ndarray, q: int, *,
-                 acquisition: str = "qlognei", mc_samples: int = 128, beta: float = 0.2,
-                 engine: str = "joint", seed: int = 0,
+                 hist_prior: np.ndarray, hist_y: np.ndarray, q: int,
+                 params: BOConfig | None = None, *, seed: int = 0,
                  device: torch.device | None = None) -> list[int]:
     """Choose ``q`` pool members to measure next.
 
@@ -142,24 +140,19 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         hist_prior: ``n`` cost-model predictions for them (the current model).
         hist_y: ``n`` measured throughputs (higher is better; failures as 0).
         q: Batch size.
-        acquisition: ``qlognei`` or ``qucb``.
-        mc_samples: Quasi-Monte-Carlo samples of the acquisition.
-        beta: ``qucb`` exploration weight.
-        engine: ``joint`` (:func:`greedy_batch` on joint samples, fast) or ``botorch``
-            (``optimize_acqf_discrete`` with botorch's qLogNEI / qUCB; slower, the reference).
+        params: The BO settings read here (valid since they were made; ``None``: the
+            defaults): ``acquisition`` (``qlognei`` or ``qucb``), ``mc_samples`` (its
+            quasi-Monte-Carlo samples), ``beta`` (``qucb`` exploration weight) and
+            ``engine``: ``joint`` (:func:`greedy_batch` on joint samples, fast) or
+            ``botorch`` (``optimize_acqf_discrete`` with botorch's qLogNEI / qUCB; slower,
+            the reference).
         seed: Sampler seed.
         device: Where the GP runs (:func:`default_device` by default).
 
     Returns:
         ``q`` (or ``m`` if smaller) distinct indices into the pool, in the order chosen.
-
-    Raises:
-        ValueError: Unknown acquisition or engine.
     """
-    if acquisition not in ACQUISITIONS:
-        raise ValueError(f"unknown acquisition {acquisition!r}: choose {', '.join(ACQUISITIONS)}")
-    if engine not in ENGINES:
-        raise ValueError(f"unknown BO engine {engine!r}: choose {', '.join(ENGINES)}")
+    params = params or BOConfig()
     m = len(pool_x)
     q = min(q, m)
     by_prior = [int(i) for i in np.argsort(-pool_prior, kind="stable")]
@@ -177,13 +170,13 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gp = fit_gp(hx, hy)
-            sampler = SobolQMCNormalSampler(torch.Size([mc_samples]), seed=seed)
-            if engine == "joint":
+            sampler = SobolQMCNormalSampler(torch.Size([params.mc_samples]), seed=seed)
+            if params.engine == "joint":
                 with torch.no_grad():
                     posterior = gp.posterior(torch.cat([hx, px]))
                     samples = sampler(posterior)[..., 0]  # S x (n + m)
-                return greedy_batch(samples, len(hx), q, acquisition, beta)
-            return _botorch_batch(gp, hx, px, q, acquisition, beta, sampler)
+                return greedy_batch(samples, len(hx), q, params.acquisition, params.beta)
+            return _botorch_batch(gp, hx, px, q, params.acquisition, params.beta, sampler)
     except Exception as err:  # numerical trouble in a fit must not stop tuning
         logger.warning("BO selection failed (%s: %s): falling back to the cost model's ranking",
                        type(err).__name__, str(err).splitlines()[0][:160])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metatune.errors import ConfigError
 from tuner.engine.database import valid_and_measured_per_task
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,16 @@ class PredictConfig:
     population: int = 256
     genetic_iters: int = 3
     candidates: int = 32
+
+    def __post_init__(self) -> None:
+        """Check the sizes: a ``PredictConfig`` that exists is valid.
+
+        Raises:
+            ConfigError: A size out of range.
+        """
+        if min(self.population, self.candidates) <= 0 or self.genetic_iters < 0:
+            raise ConfigError("predict_unmeasured: population and candidates must be "
+                              "positive, genetic_iters not negative")
 
 
 def open_predictions(work_dir: str):
