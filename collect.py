@@ -15,32 +15,6 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_YAML = os.path.join(ROOT, "configs", "collect.yaml")
-
-
-def load_config(overrides: list[str], yaml_path: str = DEFAULT_YAML) -> dict:
-    """Merge ``configs/collect.yaml`` with dotlist overrides into a plain dict.
-
-    Raises:
-        ConfigError: Unknown key or bad value.
-    """
-    from metatune.config import merge_config
-    from metatune.errors import ConfigError
-
-    cfg = merge_config(None, yaml_path, overrides, "collect")
-    for key in ("train_samples", "heldout_samples", "per_kind", "other_per_kind",
-                "trials_per_round"):
-        try:
-            value = int(cfg[key])
-        except (TypeError, ValueError):
-            value = 0
-        if isinstance(cfg[key], bool) or value <= 0:
-            raise ConfigError(f"{key}={cfg[key]!r}: must be a positive integer")
-        cfg[key] = value
-    for key in ("out", "work_dir"):  # None: data/<target>-<cpu> (tuner.app.collect)
-        if cfg[key] and not os.path.isabs(cfg[key]):
-            cfg[key] = os.path.join(ROOT, cfg[key])
-    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     summ.add_argument("overrides", nargs="*")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        cfg = load_config(args.overrides)
+        from tuner.app.collect_config import load_collect_config
+
+        cfg = load_collect_config(args.overrides)
         if args.command == "run":
             import logging
 
@@ -68,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from tuner.app.collect import summarize, summarize_all
 
-            summary = (summarize(cfg["out"], cfg["work_dir"]) if cfg["out"] else
+            summary = (summarize(cfg.out, cfg.work_dir) if cfg.out else
                        summarize_all(os.path.join(ROOT, "data")))
     except MetaTuneError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -77,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: measurements so far are kept; rerun to continue", file=sys.stderr)
         return 130
     if args.command == "summary" and not args.json:
-        datasets = summary if not cfg["out"] else {"": summary}
+        datasets = summary if not cfg.out else {"": summary}
         for name, splits in datasets.items():
             if name:
                 print(f"{name}:")

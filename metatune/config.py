@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from metatune.errors import ConfigError
 
@@ -79,26 +79,13 @@ def check_graph(graph: str, key: str) -> str:
     return mode
 
 
-@overload
 def merge_config(schema: type[T], yaml_path: str | None, overrides: list[str] | None,
-                 what: str, *, implied: Callable[[Any], list[str]] | None = None) -> T: ...
-
-
-@overload
-def merge_config(schema: None, yaml_path: str | None, overrides: list[str] | None,
-                 what: str, *, implied: Callable[[Any], list[str]] | None = None
-                 ) -> dict[str, Any]: ...
-
-
-def merge_config(schema: type[T] | None, yaml_path: str | None, overrides: list[str] | None,
-                 what: str, *, implied: Callable[[Any], list[str]] | None = None
-                 ) -> T | dict[str, Any]:
+                 what: str, *, implied: Callable[[Any], list[str]] | None = None) -> T:
     """Merge a structured schema, YAML defaults and dotlist overrides; validate once.
 
     Args:
         schema: The entry point's dataclass (typed keys, defaults, ``__post_init__``
-            checks). ``None``: the YAML defines the keys and a plain dict comes back (only
-            until ``collect.py`` has a schema).
+            checks).
         yaml_path: YAML defaults (``None``: the schema's defaults only).
         overrides: Dotlist overrides such as ``["trials=200", "runner.number=5"]``.
         what: The config's name for messages (``"tune"``, ``"train"``, ``"collect"``).
@@ -118,22 +105,15 @@ def merge_config(schema: type[T] | None, yaml_path: str | None, overrides: list[
     if yaml_path:
         _check_yaml_file(yaml_path, what)
     with _one_line_errors(what):
-        base = OmegaConf.structured(schema) if schema is not None else None
+        base = OmegaConf.structured(schema)
         if yaml_path:
-            loaded = OmegaConf.load(yaml_path)
-            if base is None:
-                OmegaConf.set_struct(loaded, True)
-                base = loaded
-            else:
-                base = OmegaConf.merge(base, loaded)
+            base = OmegaConf.merge(base, OmegaConf.load(yaml_path))
         explicit = OmegaConf.from_dotlist(list(overrides or []))
         cfg = OmegaConf.merge(base, explicit)
         if implied is not None:
             extra = implied(cfg)
             if extra:
                 cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(extra), explicit)
-        if schema is None:
-            return OmegaConf.to_container(cfg, resolve=True)
         return OmegaConf.to_object(cfg)
 
 

@@ -20,15 +20,17 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from metatune.config import REPO_ROOT
+from metatune.config import repo_path
 from metatune.errors import DatasetSettingsError
 from metatune.provenance import machine_info
 from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
                               read_workload_hashes)
 from metatune.workloads import GENERATOR_VERSION, training_workloads
+from tuner.app.collect_config import SPLITS, CollectConfig
+from tuner.app.config import BuilderConfig, TuneConfig
 from tuner.engine.database import (check_database_files, ensure_work_dir,
                                    valid_and_measured_per_task)
 from tuner.engine.interrupt import InterruptWatch
@@ -40,8 +42,6 @@ from tuner.engine.tasks import extract_tasks
 
 logger = logging.getLogger(__name__)
 
-SPLITS = ("train", "heldout")
-NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
 ERROR_FILE = "errors.jsonl"
 
 
@@ -140,7 +140,7 @@ def dataset_id(info) -> str:
     return f"{info.kind}-{attrs.get('mcpu') or attrs.get('arch') or 'generic'}"
 
 
-def measurement_settings(cfg: dict[str, Any], info, machine: dict[str, Any]) -> dict[str, Any]:
+def measurement_settings(cfg: CollectConfig, info, machine: dict[str, Any]) -> dict[str, Any]:
     """What decides a dataset's run times: samples measured under other settings do not mix.
 
     Args:
@@ -148,7 +148,7 @@ def measurement_settings(cfg: dict[str, Any], info, machine: dict[str, Any]) -> 
         info: The resolved target.
         machine: :func:`metatune.provenance.machine_info`.
     """
-    runner = session_config(cfg)["runner"]
+    runner = asdict(session_config(cfg).runner)
     return {
         "target": str(info.target),
         "cpu": machine["cpu"],
@@ -186,24 +186,19 @@ def check_settings(split_dir: str, settings: dict[str, Any]) -> None:
                                    f"({'; '.join(diffs)}); {hint}")
 
 
-def resolve_paths(cfg: dict[str, Any], info) -> dict[str, Any]:
-    """``out`` and ``work_dir`` default to ``data/<dataset id>`` and
-    ``work/collect/<dataset id>`` (see :func:`dataset_id`)."""
+def resolve_paths(cfg: CollectConfig, info) -> CollectConfig:
+    """``out`` and ``work_dir`` left ``None`` become ``data/<dataset id>`` and
+    ``work/collect/<dataset id>`` in the repository (see :func:`dataset_id`)."""
     ds = dataset_id(info)
-    return {**cfg, "out": cfg["out"] or os.path.join(REPO_ROOT, "data", ds),
-            "work_dir": cfg["work_dir"] or os.path.join(REPO_ROOT, "work", "collect", ds)}
+    return replace(cfg, out=cfg.out or repo_path("data", ds),
+                   work_dir=cfg.work_dir or repo_path("work", "collect", ds))
 
 
-def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
+def run_collect(cfg: CollectConfig) -> dict[str, Any]:
     """Measure every planned workload up to its sample count (resumable).
 
     Args:
-        cfg: Keys ``out``, ``work_dir`` (``None``: see :func:`resolve_paths`), ``target``,
-            ``num_cores``, ``splits``, ``per_kind``, ``other_per_kind``, ``seed``,
-            ``train_samples``, ``heldout_samples``, ``networks``, ``trials_per_round``,
-            ``limit`` (max workloads per split, ``None`` for all), ``runner``
-            (``number``, ``repeat``, ``min_repeat_ms``, ``timeout_sec``),
-            ``builder_timeout_sec``, ``progress``.
+        cfg: The configuration (:func:`tuner.app.collect_config.load_collect_config`).
 
     Returns:
         The dataset summary (see :func:`summarize`).
@@ -211,23 +206,23 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
     # This imports TVM: lazy, so that ``collect.py summary`` runs without it.
     from tuner.app.tuning import build_session
 
-    info = resolve_target(cfg["target"], cfg.get("num_cores"))
+    info = resolve_target(cfg.target, cfg.num_cores)
     cfg = resolve_paths(cfg, info)
     load_tensor_intrinsics((info.kind,))
     settings = measurement_settings(cfg, info, machine_info())
-    for split in cfg["splits"]:  # before anything is measured
-        check_settings(os.path.join(cfg["out"], split), settings)
-    logger.info("collecting into %s (%s, TVM %d threads)", cfg["out"], info.description,
+    for split in cfg.splits:  # before anything is measured
+        check_settings(os.path.join(cfg.out, split), settings)
+    logger.info("collecting into %s (%s, TVM %d threads)", cfg.out, info.description,
                 settings["tvm_threads"])
     plans: dict[str, list[Entry]] = {}
-    if "train" in cfg["splits"]:
-        plans["train"] = train_entries(cfg["per_kind"], cfg["other_per_kind"], cfg["seed"],
-                                       cfg["train_samples"], info.target)
-    if "heldout" in cfg["splits"]:
-        plans["heldout"] = heldout_entries(tuple(cfg["networks"]), info.target,
-                                           cfg["heldout_samples"])
-    if cfg.get("limit"):
-        plans = {k: v[: cfg["limit"]] for k, v in plans.items()}
+    if "train" in cfg.splits:
+        plans["train"] = train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed,
+                                       cfg.train_samples, info.target)
+    if "heldout" in cfg.splits:
+        plans["heldout"] = heldout_entries(tuple(cfg.networks), info.target,
+                                           cfg.heldout_samples)
+    if cfg.limit:
+        plans = {k: v[: cfg.limit] for k, v in plans.items()}
 
     session = build_session(session_config(cfg), info)
     try:
@@ -241,10 +236,10 @@ def run_collect(cfg: dict[str, Any]) -> dict[str, Any]:
         raise
     finally:
         session.close()
-    return summarize(cfg["out"])
+    return summarize(cfg.out)
 
 
-def _collect_split(cfg: dict[str, Any], split: str, entries: list[Entry], *, session, info,
+def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, session, info,
                    settings: dict[str, Any]) -> None:
     """Measure one split's workloads up to their sample counts, packing after each one."""
     from tqdm.auto import tqdm
@@ -252,8 +247,8 @@ def _collect_split(cfg: dict[str, Any], split: str, entries: list[Entry], *, ses
 
     from tuner.app.tuning import task_loggers
 
-    work = os.path.join(cfg["work_dir"], split)
-    out = os.path.join(cfg["out"], split)
+    work = os.path.join(cfg.work_dir, split)
+    out = os.path.join(cfg.out, split)
     ensure_work_dir(work)
     unpack(out, work)
     check_database_files(work, repair=True)  # a kill can tear the last line
@@ -261,7 +256,7 @@ def _collect_split(cfg: dict[str, Any], split: str, entries: list[Entry], *, ses
     counts = valid_and_measured_per_task(database, [e.mod for e in entries])
     bar = tqdm(total=sum(e.samples for e in entries),
                initial=sum(min(v, e.samples) for (v, _), e in zip(counts, entries)),
-               desc=f"collect {split}", unit="sample", disable=not cfg["progress"],
+               desc=f"collect {split}", unit="sample", disable=not cfg.progress,
                dynamic_ncols=True)
 
     def save() -> None:
@@ -291,18 +286,17 @@ def _collect_split(cfg: dict[str, Any], split: str, entries: list[Entry], *, ses
     save()
 
 
-def session_config(cfg: dict[str, Any]) -> dict[str, Any]:
+def session_config(cfg: CollectConfig) -> TuneConfig:
     """The tuning session the collector measures with: random traces of the design space
     (``replay``, never a schedule twice), no cost model to speak of (``random``), a builder
     per core and the collect config's runner without cache flushing."""
-    return {"cost_model": "random", "search": "replay", "search_params": {},
-            "seed": cfg["seed"],
-            "builder": {"workers": None, "timeout_sec": cfg["builder_timeout_sec"]},
-            "runner": {**cfg["runner"], "enable_cpu_cache_flush": False}}
+    return TuneConfig(cost_model="random", search="replay", seed=cfg.seed,
+                      builder=BuilderConfig(timeout_sec=cfg.builder_timeout_sec),
+                      runner=replace(cfg.runner, enable_cpu_cache_flush=False))
 
 
 def _measure(entry: Entry, *, remaining: int, have: int, session, database, work: str,
-             cfg: dict, bar, task_logger) -> None:
+             cfg: CollectConfig, bar, task_logger) -> None:
     """Measure ``remaining`` random candidates of one workload into ``database``.
 
     Args:
@@ -325,16 +319,16 @@ def _measure(entry: Entry, *, remaining: int, have: int, session, database, work
     ctx = ms.TuneContext(
         mod=entry.mod, target=session.target.target, space_generator="post-order-apply",
         search_strategy=session.search.clone(), task_name=_file_safe(entry.name),
-        logger=task_logger, rand_state=_stream_seed(cfg["seed"], entry.name, have),
+        logger=task_logger, rand_state=_stream_seed(cfg.seed, entry.name, have),
         num_threads=session.target.num_cores)
     ms.tune_tasks(
         tasks=[ctx], task_weights=[1.0], work_dir=work, max_trials_global=remaining,
-        num_trials_per_iter=min(remaining, cfg["trials_per_round"]), builder=session.builder,
+        num_trials_per_iter=min(remaining, cfg.trials_per_round), builder=session.builder,
         runner=session.runner, database=database, cost_model=session.cost_model,
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log])
 
 
-def write_meta(cfg: dict, split: str, entries: list[Entry], *, info, machine: dict,
+def write_meta(cfg: CollectConfig, split: str, entries: list[Entry], *, info, machine: dict,
                settings: dict) -> None:
     """Write ``<out>/<split>/meta.json``: what each workload is, where and how measured.
 
@@ -348,7 +342,7 @@ def write_meta(cfg: dict, split: str, entries: list[Entry], *, info, machine: di
     """
     from tvm_ffi import structural_hash
 
-    out = os.path.join(cfg["out"], split)
+    out = os.path.join(cfg.out, split)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "meta.json")
     created = machine["date"]
@@ -366,8 +360,8 @@ def write_meta(cfg: dict, split: str, entries: list[Entry], *, info, machine: di
         "command": "python " + " ".join(sys.argv),
         "sampling": "random traces of MetaSchedule's post-order-apply design space "
                     "(ReplayTrace), LocalRunner "
-                    f"number={cfg['runner']['number']} repeat={cfg['runner']['repeat']} "
-                    f"min_repeat_ms={cfg['runner']['min_repeat_ms']}; generated workloads "
+                    f"number={cfg.runner.number} repeat={cfg.runner.repeat} "
+                    f"min_repeat_ms={cfg.runner.min_repeat_ms}; generated workloads "
                     "fused by the tuner's own pipeline (epilogue, layout-free weights)",
         "workloads": [{"name": e.name, "kind": e.kind, "samples": e.samples,
                        "shash": str(structural_hash(e.mod)), **e.info} for e in entries],

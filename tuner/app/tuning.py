@@ -7,10 +7,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from collections.abc import Mapping
 from typing import Any
 
-from metatune.config import config_from, default_checkpoint
+from metatune.config import default_checkpoint
 from metatune.errors import ConfigError
 from tuner.app.config import RunnerConfig, SearchParams, TuneConfig
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
@@ -255,7 +254,7 @@ def build_cost_model(cfg: TuneConfig, target: TargetInfo):
                            xfer=cfg.xfer, target=target.target)
 
 
-def build_session(cfg: TuneConfig | Mapping[str, Any], target: TargetInfo, *,
+def build_session(cfg: TuneConfig, target: TargetInfo, *,
                   budget: RoundBudget | None = None) -> Session:
     """The cost model, builder, runner and search of one tuning session, by configuration.
 
@@ -265,8 +264,6 @@ def build_session(cfg: TuneConfig | Mapping[str, Any], target: TargetInfo, *,
     Args:
         cfg: The tune configuration; its ``cost_model``, ``metatune``, ``xfer``,
             ``builder``, ``runner``, ``search``, ``search_params`` and ``seed`` are read.
-            A mapping of some of its keys is made into one first (the collector's session
-            until it builds a :class:`tuner.app.config.TuneConfig` itself).
         target: The :class:`tuner.engine.targets.TargetInfo` to tune for.
         budget: The run's :class:`tuner.engine.scheduler.RoundBudget`, shared by the
             search (which cuts its batches to it) and the task scheduler.
@@ -275,8 +272,6 @@ def build_session(cfg: TuneConfig | Mapping[str, Any], target: TargetInfo, *,
         ConfigError: An unknown cost model or search, or a bad search parameter.
         tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
     """
-    if isinstance(cfg, Mapping):
-        cfg = config_from(TuneConfig, cfg, "tune")
     cost_model = build_cost_model(cfg, target)
     kinds = (target.kind,)
     builder = PersistentBuilder(max_workers=cfg.builder.workers or target.num_cores,

@@ -1,0 +1,69 @@
+"""The collect configuration: one typed schema (:class:`CollectConfig`), the YAML defaults
+(``configs/collect.yaml``) and command-line overrides, merged and validated once by
+:func:`load_collect_config`. Paths follow :mod:`metatune.config`'s rule (relative to the
+current directory); ``out`` and ``work_dir`` left ``null`` are the target's own,
+``data/<target>-<cpu>`` and ``work/collect/<target>-<cpu>``
+(:func:`tuner.app.collect.resolve_paths`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from metatune.config import REPO_ROOT, merge_config, resolve_path
+from metatune.errors import ConfigError
+from tuner.app.config import RunnerConfig
+
+DEFAULT_COLLECT_YAML = os.path.join(REPO_ROOT, "configs", "collect.yaml")
+SPLITS = ("train", "heldout")
+NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
+
+
+@dataclass
+class CollectConfig:
+    """Every setting of ``collect.py run``; ``configs/collect.yaml`` documents them."""
+
+    out: Optional[str] = None
+    work_dir: Optional[str] = None
+    target: str = "llvm"
+    num_cores: Optional[int] = None
+    splits: list[str] = field(default_factory=lambda: list(SPLITS))
+    per_kind: int = 14
+    other_per_kind: int = 4
+    seed: int = 0
+    train_samples: int = 64
+    heldout_samples: int = 96
+    networks: list[str] = field(default_factory=lambda: list(NETWORKS))
+    trials_per_round: int = 32
+    limit: Optional[int] = None
+    builder_timeout_sec: float = 30.0
+    runner: RunnerConfig = field(default_factory=lambda: RunnerConfig(min_repeat_ms=50))
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        """Check the counts and splits; make given paths absolute.
+
+        Raises:
+            ConfigError: A count that is not positive, or an unknown split.
+        """
+        for key in ("train_samples", "heldout_samples", "per_kind", "other_per_kind",
+                    "trials_per_round"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)!r}: must be a positive integer")
+        unknown = set(self.splits) - set(SPLITS)
+        if unknown:
+            raise ConfigError(f"splits={self.splits}: choose among {', '.join(SPLITS)}")
+        self.out = resolve_path(self.out) if self.out else None
+        self.work_dir = resolve_path(self.work_dir) if self.work_dir else None
+
+
+def load_collect_config(overrides: list[str] | None = None,
+                        yaml_path: str | None = DEFAULT_COLLECT_YAML) -> CollectConfig:
+    """Schema + YAML defaults + dotlist overrides, validated.
+
+    Raises:
+        ConfigError: Unknown key, wrong type or invalid value, naming the key.
+    """
+    return merge_config(CollectConfig, yaml_path, overrides, "collect")
