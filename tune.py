@@ -18,7 +18,7 @@ FLAGS = {
     "batch": "batch", "target": "target", "num_cores": "num_cores", "trials": "trials",
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
     "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search",
-    "work_dir": "work_dir",
+    "work_dir": "work_dir", "runner": "runner.kind",
     "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
 }
 
@@ -72,6 +72,8 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--checkpoint", help="MetaTune cost-model checkpoint (python train.py)")
     p.add_argument("--graph", help="super | plain: graph mode of the MetaTune checkpoint")
     p.add_argument("--work-dir", help="database, logs, TensorBoard and report go here")
+    p.add_argument("--runner", help="local | rpc: measure here or on the servers behind a TVM "
+                   "RPC tracker (runner.rpc.tracker_host=..., runner.rpc.key=...)")
     p.add_argument("--repair-db", action="store_true",
                    help="move unreadable database lines aside instead of stopping")
     p.add_argument("--config", default=DEFAULT_TUNE_YAML, help="YAML defaults")

@@ -44,3 +44,7 @@ class CheckFailedError(MetaTuneError):
 
 class DatasetSettingsError(MetaTuneError):
     """A dataset was measured under other settings (CPU, threads, runner) than this run's."""
+
+
+class RunnerUnavailableError(MetaTuneError):
+    """The measurement runner cannot start: no RPC tracker, or no server under the key."""

@@ -16,12 +16,14 @@ from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config, resolve_path
 from metatune.errors import ConfigError
+from tuner.engine.rpc import RPCSettings
 from tuner.models import COST_MODELS
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.search.params import SEARCHES, BOConfig
 from tuner.search.zero_shot import PredictConfig
 
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
+RUNNERS = ("local", "rpc")
 
 
 @dataclass
@@ -64,8 +66,12 @@ class BuilderConfig:
 
 @dataclass
 class RunnerConfig:
-    """How each candidate is timed (MetaSchedule ``EvaluatorConfig`` plus a time limit)."""
+    """Where and how each candidate is timed: ``local`` (this machine) or ``rpc`` (servers
+    behind a TVM RPC tracker, ``rpc``), with MetaSchedule's ``EvaluatorConfig`` settings
+    and a time limit."""
 
+    kind: str = "local"
+    rpc: RPCSettings = field(default_factory=RPCSettings)
     timeout_sec: float = 30.0
     number: int = 3
     repeat: int = 1
@@ -73,12 +79,15 @@ class RunnerConfig:
     enable_cpu_cache_flush: bool = False
 
     def __post_init__(self) -> None:
-        """Check the time limit.
+        """Check the time limit and the runner kind.
 
         Raises:
-            ConfigError: ``timeout_sec`` is not positive.
+            ConfigError: ``timeout_sec`` is not positive, or an unknown ``kind``.
         """
         _positive("runner.timeout_sec", self.timeout_sec)
+        self.kind = str(self.kind).lower()
+        if self.kind not in RUNNERS:
+            raise ConfigError(f"runner.kind={self.kind!r}: choose one of {', '.join(RUNNERS)}")
 
 
 @dataclass

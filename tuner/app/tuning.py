@@ -29,6 +29,7 @@ from tuner.models.mlp import make_mlp_model
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
 from tuner.search.bo import BatchBOSearch
+from tuner.engine.rpc import make_rpc_runner
 from tuner.search.params import SEARCHES
 from tuner.search.zero_shot import predict_unmeasured
 
@@ -148,13 +149,17 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
 
 
 def make_runner(cfg: RunnerConfig, target_kinds: tuple[str, ...], num_threads: int):
-    """MetaSchedule's LocalRunner with a pre-initialized persistent worker.
+    """MetaSchedule's LocalRunner with a pre-initialized persistent worker, or its RPCRunner
+    on the servers behind a tracker (``runner.kind=rpc``).
 
     Args:
         cfg: The ``runner`` section.
         target_kinds: Target kinds whose tensor intrinsics the worker registers.
         num_threads: Threads of the worker's TVM runtime: the target's cores, so that
             candidates are timed the way the tuned network will run.
+
+    Raises:
+        RunnerUnavailableError: ``rpc`` without a tracker or a server under the key.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -162,6 +167,10 @@ def make_runner(cfg: RunnerConfig, target_kinds: tuple[str, ...], num_threads: i
         number=cfg.number, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,
         enable_cpu_cache_flush=cfg.enable_cpu_cache_flush,
     )
+    if cfg.kind == "rpc":  # the servers time with their own runtime's threads
+        return make_rpc_runner(cfg.rpc, evaluator,
+                               initializer=functools.partial(worker_initializer, target_kinds,
+                                                             int(num_threads)))
     return ms.runner.LocalRunner(
         timeout_sec=cfg.timeout_sec, evaluator_config=evaluator,
         initializer=functools.partial(worker_initializer, target_kinds, int(num_threads)),

@@ -1,0 +1,83 @@
+"""Measurement through TVM's RPC tracker: records reach the database, a dead server costs
+only the measurements it held, and a missing tracker or key is one clear line."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from metatune.errors import RunnerUnavailableError
+from metatune.records import ReadStats, iter_records
+from tuner.app.config import load_tune_config
+from tuner.app.run import run_tune
+from tuner.engine.database import RECORD_FILE
+from tuner.engine.rpc import RPCSettings, check_tracker
+from tuner.engine.rpc_farm import free_port, local_farm
+
+KEY = "metatune-test"
+
+
+@pytest.fixture(scope="module")
+def farm():
+    """A tracker and two servers, all on 127.0.0.1 (never 0.0.0.0), one TVM thread each."""
+    with local_farm(2, key=KEY, threads=1) as started:
+        yield started.rpc, started.servers
+
+
+def _overrides(work, rpc: RPCSettings, trials: int) -> list[str]:
+    return ["network=null", "model=tests.models:tiny_convnet", "input_shape=[8,16,16]",
+            f"work_dir={work}", f"trials={trials}", "trials_per_round=8", "cost_model=random",
+            "search=replay", "runner.kind=rpc", f"runner.rpc.tracker_port={rpc.tracker_port}",
+            f"runner.rpc.key={rpc.key}", f"runner.rpc.servers={rpc.servers}",
+            f"runner.rpc.session_timeout_sec={rpc.session_timeout_sec}",
+            "runner.min_repeat_ms=10", "evaluate.enabled=false", "progress=false",
+            "tensorboard=false", "log_level=WARNING", "max_failed_rounds=5"]
+
+
+def _records(work) -> list:
+    return list(iter_records(str(work), ReadStats()))
+
+
+def test_missing_tracker_and_key_are_one_line(farm):
+    rpc, _ = farm
+    with pytest.raises(RunnerUnavailableError, match="no RPC server is registered under key "
+                                                     "'nobody'.*rpc_server"):
+        check_tracker(RPCSettings(tracker_port=rpc.tracker_port, key="nobody"))
+    with pytest.raises(RunnerUnavailableError, match="no RPC tracker answers.*rpc_tracker"):
+        check_tracker(RPCSettings(tracker_port=free_port(), key=KEY),
+                      connect_timeout_sec=1)
+
+
+def test_tunes_through_two_servers(farm, tmp_path):
+    rpc, _ = farm
+    report = run_tune(load_tune_config(overrides=_overrides(tmp_path, rpc, 16)))
+    records = _records(tmp_path)
+    assert report["trials_run"] == len(records) >= 8
+    assert all(r.valid for r in records)
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_run_costs_only_its_measurements(farm, tmp_path):
+    """Runs last in this module: it kills one of the farm's servers."""
+    rpc, servers = farm
+
+    def kill_after_first_round() -> None:
+        path = os.path.join(tmp_path, RECORD_FILE)
+        while not (os.path.exists(path) and len(_records(tmp_path)) >= 8):
+            time.sleep(0.2)
+        servers[1].kill()
+
+    killer = threading.Thread(target=kill_after_first_round, daemon=True)
+    killer.start()
+    report = run_tune(load_tune_config(overrides=_overrides(tmp_path, rpc, 32)))
+    killer.join(timeout=1)
+    assert servers[1].poll() is not None, "the server was not killed"
+    records = _records(tmp_path)
+    failed = [r for r in records if not r.valid]
+    assert len(records) == report["trials_run"]
+    # the dead server costs at most the measurements it held (one round's share); the
+    # other server measures the rest
+    assert len(failed) <= 8 and len(records) - len(failed) >= 16
