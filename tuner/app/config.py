@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config, resolve_path
+from metatune.device import check_device_name
 from metatune.errors import ConfigError
 from tuner.engine.rpc import RPCSettings
 from tuner.models import COST_MODELS
@@ -142,6 +143,7 @@ class TuneConfig:
     cost_model: str = "metatune"
     search: str = "bo"
     search_params: SearchParams = field(default_factory=SearchParams)
+    device: str = "auto"
     metatune: MetaTuneModelConfig = field(default_factory=MetaTuneModelConfig)
     xfer: XferConfig = field(default_factory=XferConfig)
     builder: BuilderConfig = field(default_factory=BuilderConfig)
@@ -164,6 +166,7 @@ class TuneConfig:
         self.preset = canonical_preset(self.preset)
         self.cost_model = str(self.cost_model).lower()  # names ignore case: one spelling
         self.search = str(self.search).lower()
+        self.device = check_device_name(self.device)
         if self.onnx:
             self.onnx = resolve_path(self.onnx)
         if self.work_dir:

@@ -10,6 +10,7 @@ from typing import Any
 from metatune.provenance import machine_info
 from tuner.app.config import TuneConfig, preset_of
 from tuner.app.monitor import read_curves
+from metatune.device import describe, resolve_device
 from tuner.engine.runtime import runtime_info
 from tuner.search.zero_shot import schedule_sources
 
@@ -59,6 +60,7 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
         "check_error": None,
         "machine": machine_info(),
         "runtime": runtime_info(target_info.num_cores),
+        "model_device": describe(resolve_device(cfg.device)),
         "config": asdict(cfg),
         "work_dir": work_dir,
     }
@@ -99,7 +101,8 @@ def format_report(report: dict[str, Any]) -> str:
         ("target", report["target"]),
         ("threads (TVM / PyTorch)", _threads(report.get("runtime"))),
         ("cost model / search", f"{report['cost_model']} / {report['search']}"
-         + (f"  (preset {report['preset']})" if report.get("preset") else "")),
+         + (f"  (preset {report['preset']})" if report.get("preset") else "")
+         + (f", on {report['model_device']}" if report.get("model_device") else "")),
         ("trials (this run / in database / budget)",
          f"{report['trials_run']} / {report['trials_total']} / {report['trials']}"),
         ("failed measurements (this run)", str(report["failures"])),

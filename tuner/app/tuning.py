@@ -29,6 +29,7 @@ from tuner.models.mlp import make_mlp_model
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
 from tuner.search.bo import BatchBOSearch
+from metatune.device import resolve_device
 from tuner.engine.rpc import make_rpc_runner
 from tuner.search.params import SEARCHES
 from tuner.search.zero_shot import predict_unmeasured
@@ -61,7 +62,7 @@ class TuningOutcome:
 
 
 def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig | None = None,
-                    xfer: XferConfig | None = None, target=None):
+                    xfer: XferConfig | None = None, target=None, device: str = "auto"):
     """A cost model by name: ``metatune``, MetaSchedule's ``xgb``, ``mlp``, ``random``, or
     ``xgb-xfer`` (XGBoost with transfer from the dataset's training split).
 
@@ -72,6 +73,7 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         xfer: The ``xfer`` section (``data``, ``cache_dir``) for ``xgb-xfer`` (``None``:
             its defaults).
         target: The ``tvm.target.Target`` (``xgb-xfer`` extracts features for it).
+        device: Where MetaTune's GCN embeds and fine-tunes (:mod:`metatune.device`).
 
     Raises:
         ConfigError: Unknown name.
@@ -89,7 +91,7 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         model = load_model(m.checkpoint or default_checkpoint(kind, m.graph), graph=m.graph,
                            from_scratch=bool(m.from_scratch))
         model.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
-        return MetaTuneCostModel(model=model, graph=m.graph)
+        return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
@@ -109,7 +111,7 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
 
 
 def make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
-                budget=None):
+                budget=None, device: str = "auto"):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
@@ -122,6 +124,7 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
         seed: Seed of the BO sampler.
         budget: The run's :class:`tuner.engine.scheduler.RoundBudget` (cuts each round to
             the size the scheduler sets).
+        device: Where BO's GP runs (:mod:`metatune.device`).
 
     Raises:
         ConfigError: Unknown name or parameter.
@@ -133,10 +136,10 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
     if name == "bo":
         try:
             ms.search_strategy.EvolutionarySearch(**evolutionary)  # TVM checks the sampler's
-            return NoRepeatSearch(BatchBOSearch(evolutionary, params.bo, seed), clock=clock,
-                                  budget=budget)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"search_params: {err}") from err
+        return NoRepeatSearch(BatchBOSearch(evolutionary, params.bo, seed, device), clock=clock,
+                              budget=budget)
     if name == "evolutionary":
         try:
             return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**evolutionary),
@@ -260,7 +263,7 @@ class Session:
 def build_cost_model(cfg: TuneConfig, target: TargetInfo):
     """The configuration's cost model (:func:`make_cost_model` with its typed sections)."""
     return make_cost_model(cfg.cost_model, num_cores=target.num_cores, metatune=cfg.metatune,
-                           xfer=cfg.xfer, target=target.target)
+                           xfer=cfg.xfer, target=target.target, device=cfg.device)
 
 
 def build_session(cfg: TuneConfig, target: TargetInfo, *,
@@ -281,6 +284,7 @@ def build_session(cfg: TuneConfig, target: TargetInfo, *,
         ConfigError: An unknown cost model or search, or a bad search parameter.
         tuner.models.cost_model.CheckpointError: ``metatune`` without a loadable checkpoint.
     """
+    resolve_device(cfg.device)  # a GPU asked for and absent: one line, before anything starts
     cost_model = build_cost_model(cfg, target)
     kinds = (target.kind,)
     builder = PersistentBuilder(max_workers=cfg.builder.workers or target.num_cores,
@@ -289,7 +293,7 @@ def build_session(cfg: TuneConfig, target: TargetInfo, *,
     runner = make_runner(cfg.runner, kinds, target.num_cores)
     clock = RoundClock()
     search = make_search(cfg.search, cfg.search_params, clock=clock, seed=cfg.seed,
-                         budget=budget)
+                         budget=budget, device=cfg.device)
     return Session(target=target, cost_model=cost_model, builder=builder, runner=runner,
                    clock=clock, search=search, seed=cfg.seed)
 

@@ -141,13 +141,16 @@ class MetaTuneCostModel(PyCostModel):
         max_support: Most recent measurements kept per task for fine-tuning.
         cache_size: Candidate graphs and embeddings remembered (by the scheduled module's
             structural hash): the search scores many candidates several times per round.
+        device: Where the GCN embeds and fine-tunes (graphs are encoded on the CPU).
     """
 
     def __init__(self, *, model: TrainedModel, graph: str = MetaTuneModelConfig.graph,
-                 max_support: int = 256, cache_size: int = 8192) -> None:
+                 max_support: int = 256, cache_size: int = 8192,
+                 device: torch.device | None = None) -> None:
         super().__init__()
-        self.net = model.net.eval()
-        self.inner = model.inner
+        self.device = device or torch.device("cpu")
+        self.net = model.net.to(self.device).eval()
+        self.inner = model.inner.to(self.device)
         for p in [*self.net.parameters(), *self.inner.parameters()]:
             p.requires_grad_(False)
         self.graph = graph
@@ -184,7 +187,7 @@ class MetaTuneCostModel(PyCostModel):
         keys = [structural_hash(c.sch.mod) for c in candidates]
         todo = [i for i, k in enumerate(keys) if k not in self._emb]
         if todo:
-            batch = Batch.from_data_list(self.graphs([candidates[i] for i in todo]))
+            batch = Batch.from_data_list(self.graphs([candidates[i] for i in todo])).to(self.device)
             with torch.no_grad():
                 fresh = self.net.embed(batch.x, batch.edge_index, batch.batch)
             for i, emb in zip(todo, fresh):
@@ -204,7 +207,9 @@ class MetaTuneCostModel(PyCostModel):
     def _stack(self, inputs: list):
         from torch_geometric.data import Batch
 
-        return torch.stack(inputs) if self.inner.head_only else Batch.from_data_list(inputs)
+        if self.inner.head_only:
+            return torch.stack(inputs)
+        return Batch.from_data_list(inputs).to(self.device)
 
     def update(self, context, candidates, results) -> None:
         """Fine-tune on the task's measurements so far (failed ones skipped), starting from
@@ -219,7 +224,8 @@ class MetaTuneCostModel(PyCostModel):
         state.inputs = state.inputs[-self.max_support:]
         state.seconds = state.seconds[-self.max_support:]
         best = min(state.seconds)
-        targets = torch.tensor([best / s for s in state.seconds], dtype=torch.float32)
+        targets = torch.tensor([best / s for s in state.seconds], dtype=torch.float32,
+                               device=self.device)
         with torch.enable_grad():
             fast = self.inner.adapt(self.net, self.inner.initial(self.net, detach=True),
                                     self._stack(state.inputs), targets, first_order=True)
@@ -235,7 +241,7 @@ class MetaTuneCostModel(PyCostModel):
             else:  # the adapted GCN embeds this task's candidates itself
                 scores = self.inner.predict(self.net, fast,
                                             self._stack(self.graphs(candidates)))
-        return scores.double().numpy()
+        return scores.double().cpu().numpy()
 
     def save(self, path: str) -> None:
         """Save the network and every task's fine-tuning state."""
@@ -251,7 +257,7 @@ class MetaTuneCostModel(PyCostModel):
             CheckpointError: The file is missing or not a saved MetaTune cost model.
         """
         try:
-            blob = torch.load(path, map_location="cpu", weights_only=False)
+            blob = torch.load(path, map_location=self.device, weights_only=False)
             self.net.load_state_dict(blob["net"])
             self.inner.load_state_dict(blob["inner"])
         except Exception as err:

@@ -32,7 +32,8 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from metatune.records import measured_seconds
 from tuner.engine.database import as_candidate
 from tuner.engine.norepeat import measured_schedules
-from tuner.search.bo_select import default_device, select_batch
+from metatune.device import resolve_device
+from tuner.search.bo_select import select_batch
 from tuner.search.knobs import KnobSpace
 from tuner.search.params import BOConfig
 
@@ -49,13 +50,17 @@ class BatchBOSearch(PySearchStrategy):
         params: :class:`tuner.search.params.BOConfig` (``search_params.bo``; valid since it
             was made, not checked again; ``None``: the defaults).
         seed: Seed of the acquisition's sampler.
+        device: Where the GP runs (:mod:`metatune.device`: ``auto``, ``cpu``, ``cuda``,
+            ``rocm``).
     """
 
-    def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0) -> None:
+    def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0,
+                 device: str = "auto") -> None:
         super().__init__()
         self.evolutionary = dict(evolutionary)
         self.params = params or BOConfig()
         self.seed = int(seed)
+        self.device = resolve_device(device)
         self.inner = None
         self.cold = None
         self.context = None
@@ -186,19 +191,13 @@ class BatchBOSearch(PySearchStrategy):
         chosen = select_batch(
             self.knobs.matrix(pool), pool_prior, self.knobs.matrix(self.hist_cands), hist_prior,
             y / y.max() if len(y) and y.max() > 0 else y, q, self.params,
-            seed=self.seed + self.rounds, device=self._device())
+            seed=self.seed + self.rounds, device=self.device)
         picked = set(chosen)
         rest = sorted((i for i in range(len(pool)) if i not in picked),
                       key=lambda i: -pool_prior[i])
         self.leftover = [pool[i] for i in rest[: self.params.carry]]
         self.rounds += 1
         return [pool[i] for i in chosen]
-
-    def _device(self):
-        import torch
-
-        return default_device() if self.params.device == "auto" else torch.device(
-            self.params.device)
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         from tvm_ffi import structural_hash
@@ -226,7 +225,7 @@ class BatchBOSearch(PySearchStrategy):
         self.hist_y = [self.hist_y[i] for i in keep]
 
     def clone(self) -> "BatchBOSearch":
-        return BatchBOSearch(self.evolutionary, self.params, self.seed)
+        return BatchBOSearch(self.evolutionary, self.params, self.seed, str(self.device))
 
 
 def _throughput(secs: list[float] | None) -> float:

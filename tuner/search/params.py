@@ -30,7 +30,6 @@ class BOConfig:
         mc_samples: Quasi-Monte-Carlo samples of the acquisition.
         beta: ``qucb`` exploration weight.
         max_history: Measurements the GP is fitted on (the best half and the latest).
-        device: ``auto`` (CUDA/ROCm if torch sees one), ``cpu`` or ``cuda``.
         cold_population: The sampler's population while the task has no measurement yet
             (the cost model is then the only guide, so it may search more); 0: ``population``.
         cold_genetic_iters: The sampler's evolution rounds while the task has no measurement
@@ -46,7 +45,6 @@ class BOConfig:
     mc_samples: int = 128
     beta: float = 0.2
     max_history: int = 256
-    device: str = "auto"
     cold_population: int = 0
     cold_genetic_iters: int = 0
 
@@ -62,9 +60,6 @@ class BOConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"search_params.bo.engine={self.engine!r}: choose "
                               f"{' or '.join(ENGINES)}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"search_params.bo.device={self.device!r}: choose auto, cpu or "
-                              "cuda")
         if min(self.pool_size, self.population, self.mc_samples) <= 0 or self.max_history < 4 \
                 or min(self.genetic_iters, self.carry, self.cold_population,
                        self.cold_genetic_iters) < 0:
