@@ -26,7 +26,8 @@ def run(device: str, trials: int, work: str) -> list[dict]:
     from tuner.app.run import run_tune
 
     run_tune(load_tune_config(overrides=[
-        "network=resnet-18", "predict_unmeasured.enabled=false", f"work_dir={work}", f"trials={trials}", "trials_per_round=16", f"device={device}",
+        "network=resnet-18", "predict_unmeasured.enabled=false", f"work_dir={work}",
+        f"trials={trials}", "trials_per_round=16", f"device={device}",
         "evaluate.enabled=false", "progress=false", "tensorboard=false",
         "log_level=WARNING"]))
     with open(os.path.join(work, "rounds.jsonl"), encoding="utf-8") as f:
