@@ -64,7 +64,7 @@ class EpisodeDataset(IterableDataset):
     def __iter__(self) -> Iterator[tuple]:
         from torch_geometric.data import Batch
 
-        rng = random.Random(self.seed)
+        rng = random.Random(self.seed + 1_000_003 * _rank())  # distinct tasks on every rank
         while True:
             support, query = [], []
             for w in rng.sample(self.pool, self.ways):
@@ -72,6 +72,13 @@ class EpisodeDataset(IterableDataset):
                 support += picked[: self.shots]
                 query += picked[self.shots:]
             yield Batch.from_data_list(support), Batch.from_data_list(query)
+
+
+def _rank() -> int:
+    """This process's global rank in a distributed run (0 when there is none)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def _collate_tasks(tasks: list) -> list:

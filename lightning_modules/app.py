@@ -114,6 +114,9 @@ class TrainConfig:
     log_dir: Optional[str] = None
     seed: int = 0
     accelerator: str = "auto"
+    strategy: str = "auto"
+    devices: int = 1
+    num_nodes: int = 1
     fast_dev_run: bool = False
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -193,7 +196,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
                 len(dm.val_workloads))
     mean, std = dm.feature_stats()
     shape = dict(in_features=NODE_FEATURES, **asdict(cfg.model))
-    common = dict(accelerator=cfg.accelerator, devices=1, fast_dev_run=cfg.fast_dev_run,
+    common = dict(accelerator=cfg.accelerator, strategy=cfg.strategy, devices=cfg.devices,
+                  num_nodes=cfg.num_nodes, fast_dev_run=cfg.fast_dev_run,
                   enable_checkpointing=False, deterministic=False)
 
     pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay)
@@ -223,11 +227,12 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     out = cfg.out
     os.makedirs(os.path.dirname(out), exist_ok=True)
     if m.steps > 0:
-        trainer.save_checkpoint(out)
-    else:
+        trainer.save_checkpoint(out)  # the global rank 0 writes
+    elif trainer.is_global_zero:
         _save_plain(meta, out)
-    provenance = write_provenance(out, cfg, dm, metrics, time.perf_counter() - start)
-    logger.info("checkpoint: %s (how it was made: %s)", out, provenance)
+    if trainer.is_global_zero:
+        provenance = write_provenance(out, cfg, dm, metrics, time.perf_counter() - start)
+        logger.info("checkpoint: %s (how it was made: %s)", out, provenance)
     return {"checkpoint": out, "metrics": metrics}
 
 

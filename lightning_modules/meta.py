@@ -50,6 +50,9 @@ class MetaModule(pl.LightningModule):
         self.save_hyperparameters(ignore=["alpha", "inner_steps"])
         self.hparams.adapt = adapt
         self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)
+        if freeze_gcn:  # only the head's initial weights are meta-trained (DDP needs to know)
+            for name, p in self.net.named_parameters():
+                p.requires_grad_(name.startswith("head."))
         self.inner = InnerLoop(self.net, AdaptConfig(**adapt))
         self.automatic_optimization = False
 

@@ -148,11 +148,12 @@ class InnerLoop(nn.Module):
 
     def initial(self, net: nn.Module, *, detach: bool = False) -> dict[str, Tensor]:
         """The starting fast weights: the network's adapted parameters (detached and made
-        to require gradients with ``detach``, for adaptation outside meta-training)."""
+        to require gradients with ``detach``, for adaptation outside meta-training, and
+        for those the network does not train)."""
         params = dict(net.named_parameters())
-        if detach:
-            return {n: params[n].detach().requires_grad_(True) for n in self.names}
-        return {n: params[n] for n in self.names}
+        # a frozen parameter (no meta-gradient) still adapts: from a detached copy
+        return {n: params[n] if params[n].requires_grad and not detach
+                else params[n].detach().requires_grad_(True) for n in self.names}
 
     def predict(self, net: nn.Module, fast: dict[str, Tensor], inputs) -> Tensor:
         """Scores with fast weights: a ``num_graphs`` tensor.

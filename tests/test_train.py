@@ -106,3 +106,18 @@ def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data, adapt):
         query_loss().backward()
         opt.step()
     assert float(query_loss()) < 0.95 * before
+
+
+def test_two_cpu_processes_train_and_write_the_same_checkpoint_format(tiny_data):
+    """DDP (gloo) over two CPU processes: a few steps, one checkpoint the tuner loads."""
+    from tuner.models.cost_model import load_model
+
+    cfg = load_train_config(overrides=_overrides(
+        tiny_data, out=tiny_data / "ddp.ckpt", log_dir=tiny_data / "runs-ddp",
+        strategy="ddp_spawn", devices=2, **{"pretrain.epochs": 1, "meta.steps": 2,
+                                            "meta.val_every": 2}))
+    result = run_train(cfg)
+    model = load_model(result["checkpoint"], graph="super")
+    assert model.graph == "super" and model.inner.cfg.steps >= 1
+    blob = torch.load(result["checkpoint"], map_location="cpu", weights_only=False)
+    assert {"state_dict", "hyper_parameters"} <= set(blob)
