@@ -181,6 +181,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     from datamodules.graphs import GraphDataModule
     from lightning_modules.meta import MetaModule
+    from metatune.dataset import dataset_platform
     from lightning_modules.pretrain import PretrainModule
     from metatune.graph import NODE_FEATURES
 
@@ -212,7 +213,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
-                      freeze_gcn=m.freeze_gcn, graph=cfg.graph)
+                      freeze_gcn=m.freeze_gcn, graph=cfg.graph,
+                      platform=dataset_platform(os.path.join(cfg.data_dir, "train")))
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
                          val_check_interval=max(1, min(m.val_every, m.steps)),

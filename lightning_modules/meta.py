@@ -32,6 +32,9 @@ class MetaModule(pl.LightningModule):
         eval_steps: Inner steps at validation (defaults to ``adapt["steps"]``).
         graph: The graph mode of the training data (``super`` or ``plain``).
         feature_version: :data:`metatune.graph.FEATURE_VERSION` of the training data.
+        platform: Where the training data was measured (target, CPU model and flags; see
+            :func:`metatune.dataset.dataset_platform`), so that a tuner on another CPU can
+            say it is transferring.
         alpha, inner_steps: Older checkpoints' names of ``adapt["lr"]`` and
             ``adapt["steps"]``; read when ``adapt`` is absent.
     """
@@ -41,7 +44,8 @@ class MetaModule(pl.LightningModule):
                  adapt: dict[str, Any] | None = None, first_order: bool = False,
                  freeze_gcn: bool = True, eval_steps: int | None = None,
                  graph: str | None = None, feature_version: int | None = FEATURE_VERSION,
-                 alpha: float | None = None, inner_steps: int | None = None) -> None:
+                 platform: dict[str, Any] | None = None, alpha: float | None = None,
+                 inner_steps: int | None = None) -> None:
         super().__init__()
         if adapt is None:  # a checkpoint from before the adapt settings existed
             legacy = {"lr": alpha, "steps": inner_steps}

@@ -146,6 +146,21 @@ def iter_replayed(split_dir: str) -> Iterator[Replayed]:
                        stats.corrupt, skipped)
 
 
+def dataset_platform(split_dir: str) -> dict:
+    """Where a split was measured: ``target``, ``cpu``, ``cpu_flags`` (from its ``meta.json``;
+    empty when it has none)."""
+    path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    settings = meta.get("settings") or {}
+    machine = meta.get("machine") or {}
+    return {"target": settings.get("target", meta.get("target")),
+            "cpu": settings.get("cpu", machine.get("cpu")),
+            "cpu_flags": settings.get("cpu_flags", machine.get("cpu_flags"))}
+
+
 def workload_order(split_dir: str) -> list[dict]:
     """The workloads of a split as listed in its ``meta.json``."""
     with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:

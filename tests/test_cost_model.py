@@ -91,3 +91,16 @@ def test_checkpoint_of_another_feature_version_is_refused(tmp_path):
     torch.save(blob, old)
     with pytest.raises(CheckpointError, match="features version 0.*retrain"):
         load_net(str(old), graph="plain")
+
+
+def test_checkpoint_from_another_cpu_loads_with_a_note():
+    from metatune.config import default_checkpoint
+    from tvm.target import Target
+
+    model = load_model(default_checkpoint("llvm", "super"), graph="super")
+    assert model.platform.get("target")  # where its training data was measured
+    here = Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
+    note = model.platform_note(here)
+    assert note and "znver3" in note and "collect data here" in note
+    trained_on = Target(model.platform["target"])
+    assert model.platform_note(trained_on) is None

@@ -91,6 +91,9 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         model = load_model(m.checkpoint or default_checkpoint(kind, m.graph), graph=m.graph,
                            from_scratch=bool(m.from_scratch))
         model.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
+        note = model.platform_note(target) if target is not None else None
+        if note:
+            logger.warning("%s", note)
         return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)

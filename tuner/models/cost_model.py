@@ -47,6 +47,19 @@ class TrainedModel:
     net: MetaTuneNet
     inner: InnerLoop
     graph: str
+    platform: dict = field(default_factory=dict)
+
+    def platform_note(self, target) -> str | None:
+        """A note when the training data was measured for another CPU than ``target``'s
+        (the checkpoint still works: its ranking transfers, and it fine-tunes online)."""
+        trained = str(self.platform.get("target") or "")
+        mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
+        if not trained or not mcpu or f'"mcpu":"{mcpu}"' in trained.replace(" ", ""):
+            return None
+        return (f"the cost model was trained on data measured for {trained} "
+                f"({self.platform.get('cpu')}); tuning for mcpu={mcpu} transfers it across "
+                "CPUs (see docs/model-accuracy.md); collect data here and train for a "
+                "checkpoint of this CPU")
 
 
 def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfig.graph,
@@ -87,7 +100,8 @@ def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfi
             "the model from scratch (metatune.from_scratch=true)") from err
     hparams = dict(module.hparams)
     check_compatible(checkpoint, hparams, graph or hparams.get("graph"))
-    return TrainedModel(module.net, module.inner, hparams["graph"])
+    return TrainedModel(module.net, module.inner, hparams["graph"],
+                        dict(hparams.get("platform") or {}))
 
 
 def check_compatible(checkpoint: str, hparams: dict, graph: str) -> None:
