@@ -12,6 +12,10 @@ Usage:
     python bench/model_accuracy.py --limit 6 --seeds 0   # a quick look
     python bench/model_accuracy.py --data data/llvm-icelake-server \
         --model maml=ckpts/maml.ckpt --model meta-sgd=ckpts/meta-sgd.ckpt --out docs/ablation
+    # across CPUs: models and xgb-Xfer's base trained on one CPU's data, scored on another's
+    python bench/model_accuracy.py --data data/llvm-haswell \
+        --train-data data/llvm-icelake-server \
+        --model super=checkpoints/llvm-icelake-server-super.ckpt
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
     p.add_argument("--no-xgb", action="store_true", help="leave out xgb and xgb-Xfer")
+    p.add_argument("--train-data", default=None,
+                   help="the dataset xgb-Xfer pre-trains on (its train/ split); default: --data."
+                        " Another CPU's dataset measures transfer across CPUs")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--ks", type=int, nargs="+", default=[0, 8, 16, 32, 64])
     p.add_argument("--query", type=int, default=32, help="query candidates per workload")
@@ -126,15 +133,16 @@ def main(argv: list[str] | None = None) -> dict:
     notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
                    f"{_describe(models[name].inner.cfg)}" for name, path in specs}
     if not args.no_xgb:
-        base = base_booster(os.path.join(args.data, "train"), info.target, info.num_cores,
-                            args.cache_dir)
+        base = base_booster(os.path.join(args.train_data or args.data, "train"), info.target,
+                            info.num_cores, args.cache_dir)
         methods.update({"xgb": XGBMethod(info.target, info.num_cores),
                         "xgb-Xfer": XGBMethod(info.target, info.num_cores, base)})
     rows = evaluate(workloads, methods, tuple(args.ks), args.seeds, args.query,
                     progress=lambda msg: logging.info("done %s", msg))
     doc = {
         **provenance("model_accuracy.py"),
-        "title": args.title, "data": args.data, "target": info.description,
+        "title": args.title, "data": args.data, "train_data": args.train_data or args.data,
+        "target": info.description,
         "runtime": runtime_info(info.num_cores), "cpu_flags": simd_flags(),
         "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
         "notes": notes,
