@@ -26,10 +26,10 @@ def conv_tasks(network: str, pack: bool, names: list[str] | None, limit: int) ->
     """The network's conv tasks (heaviest first), extracted with or without packing."""
     from tuner.engine.networks import load_network
     from tuner.engine.targets import resolve_target
-    from tuner.engine.tasks import extract_tasks
+    from tuner.engine.tasks import Lowering, extract_tasks
 
     tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target,
-                          pack_weights=pack)
+                          Lowering(pack_weights=pack))
     convs = [t for t in tasks if t.is_conv and (not names or t.name in names)]
     return convs[:limit]
 

@@ -120,3 +120,16 @@ def test_metatune_without_checkpoint_says_what_to_do(tmp_path, capsys):
                       f"metatune.checkpoint={tmp_path / 'missing.ckpt'}"])
     err = capsys.readouterr().err
     assert code == 2 and "python train.py" in err and "metatune.from_scratch=true" in err
+
+
+def test_nhwc_layout_tunes_and_compiles_a_correct_network(tmp_path):
+    """layout=NHWC: the convolutions are tuned in NHWC and the compiled network still
+    computes the reference output (extraction and compile lower alike)."""
+    overrides = _small(tmp_path, "random", "replay") + [
+        "layout=nhwc", "evaluate.enabled=true", "evaluate.untuned=false", "evaluate.torch=false",
+        "evaluate.repeat=2", "evaluate.min_repeat_ms=10"]
+    report = run_tune(load_tune_config(overrides=overrides))
+    assert report["config"]["layout"] == "NHWC"
+    assert any("nhwc" in line for line in _records(tmp_path)), "no NHWC workload measured"
+    assert report["check_error"] is not None and report["check_error"] < 1e-3
+    assert report["latency_ms"]["tuned"] > 0

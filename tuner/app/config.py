@@ -18,6 +18,7 @@ from metatune.config import REPO_ROOT, merge_config, resolve_path
 from metatune.device import check_device_name
 from metatune.errors import ConfigError
 from tuner.engine.rpc import RPCSettings
+from tuner.engine.tasks import Lowering
 from tuner.models import COST_MODELS
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.search.params import SEARCHES, BOConfig
@@ -132,6 +133,7 @@ class TuneConfig:
     batch: int = 1
     fold_bn: bool = True
     pack_weights: bool = True
+    layout: str = "NCHW"
     target: str = "llvm"
     num_cores: Optional[int] = None
     work_dir: Optional[str] = None
@@ -167,6 +169,8 @@ class TuneConfig:
         self.cost_model = str(self.cost_model).lower()  # names ignore case: one spelling
         self.search = str(self.search).lower()
         self.device = check_device_name(self.device)
+        self.layout = str(self.layout).upper()
+        Lowering(self.pack_weights, self.layout)  # checks the layout
         if self.onnx:
             self.onnx = resolve_path(self.onnx)
         if self.work_dir:

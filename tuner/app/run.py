@@ -15,6 +15,7 @@ from tuner.app.preflight import check_inputs, check_resume
 from tuner.engine.database import ensure_work_dir, open_database
 from tuner.engine.evaluate import check_output, compile_network, compile_untuned, time_torch
 from tuner.engine.networks import load_network
+from tuner.engine.tasks import Lowering
 from tuner.engine.runtime import runtime_info
 from tuner.engine.targets import resolve_target
 from tuner.engine.workdir_lock import WorkDirLock
@@ -80,7 +81,8 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, A
         batch=cfg.batch, fold_bn=cfg.fold_bn)
     for note in network.notes:
         logger.info("%s: %s", network.name, note)
-    tasks = extract_tasks(network.relax_mod, target_info.target, pack_weights=cfg.pack_weights)
+    lowering = Lowering(pack_weights=cfg.pack_weights, layout=cfg.layout)
+    tasks = extract_tasks(network.relax_mod, target_info.target, lowering)
     print(format_task_table(tasks), flush=True)
 
     writer = None
@@ -101,7 +103,7 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, A
     if cfg.evaluate.enabled:
         evaluate_into(report, network=network, target_info=target_info,
                       database=with_predictions(database, work_dir), ecfg=cfg.evaluate,
-                      pack_weights=cfg.pack_weights)
+                      lowering=lowering)
         report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
@@ -112,15 +114,15 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, A
 
 
 def evaluate_into(report: dict[str, Any], *, network, target_info, database,
-                  ecfg: EvaluateConfig, pack_weights: bool = True) -> None:
+                  ecfg: EvaluateConfig, lowering: Lowering = Lowering()) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place.
 
-    ``pack_weights`` must be the setting the tasks were extracted with.
+    ``lowering`` must be the one the tasks were extracted with.
     """
     x = network.example_input()
     start = time.perf_counter()
     tuned = compile_network(network.relax_mod, target_info.target, database,
-                            target_info.device_type, pack_weights=pack_weights)
+                            target_info.device_type, lowering)
     logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
     if ecfg.check:
         report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg.rtol)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from metatune.errors import CheckFailedError
+from tuner.engine.tasks import Lowering, fuse_pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _lower_passes(target) -> list:
 
 
 def compile_network(relax_mod, target, database, device_type: str,
-                    pack_weights: bool = True) -> CompiledNetwork:
+                    lowering: Lowering = Lowering()) -> CompiledNetwork:
     """Compile a network with the schedules of ``database``.
 
     The pipeline is MetaSchedule's ``compile_relax`` plus weight pre-packing: the same
@@ -106,17 +107,15 @@ def compile_network(relax_mod, target, database, device_type: str,
         target: The ``tvm.target.Target``.
         database: A MetaSchedule database.
         device_type: ``"cpu"``, ``"cuda"``, ``"rocm"``.
-        pack_weights: Must match the extraction's setting.
+        lowering: Weight packing and layout: must be the extraction's.
     """
     import tvm
     from tvm import relax
     from tvm.relax.transform import MetaScheduleApplyDatabase
 
-    from tuner.engine.tasks import fuse_pipeline
-
-    fuse = fuse_pipeline(target, pack_weights)
+    fuse = fuse_pipeline(target, lowering)
     packing = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
-               if pack_weights else [])
+               if lowering.pack_weights else [])
     fallback = []
     if relax.pipeline.BackendDispatcher.is_gpu_target(target):
         from tvm.s_tir import dlight as dl
@@ -141,7 +140,7 @@ def compile_untuned(relax_mod, target, device_type: str) -> CompiledNetwork:
     from tvm.s_tir import meta_schedule as ms
 
     return compile_network(relax_mod, target, ms.database.MemoryDatabase(), device_type,
-                           pack_weights=False)
+                           Lowering(pack_weights=False))
 
 
 def check_output(actual: np.ndarray, expected: np.ndarray, rtol: float) -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metatune.errors import ConfigError
+
 from tuner.engine.intrinsics import load_tensor_intrinsics
 
 
@@ -31,7 +33,32 @@ class TaskInfo:
         return "conv" in self.name
 
 
-def fuse_pipeline(target, pack_weights: bool = True):
+#: Data layouts a network's convolutions can be converted to before lowering.
+LAYOUTS = ("NCHW", "NHWC")
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """How a network becomes tasks. Extraction and the final compile must use the same.
+
+    Attributes:
+        pack_weights: Mark every weight (a bound constant) of each fused function as a
+            layout-free buffer, so that MetaSchedule's ``RewriteLayout`` postprocessor may
+            store it in the layout its schedule reads best (packed once at compile time).
+        layout: ``NCHW`` (as imported) or ``NHWC``: 2-D convolutions converted to NHWC
+            data and OHWI weights (``relax.transform.ConvertLayout``); the ops around them
+            follow, and transposes are inserted at the network's edges.
+    """
+
+    pack_weights: bool = True
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"layout={self.layout!r}: choose one of {', '.join(LAYOUTS)}")
+
+
+def fuse_pipeline(target, lowering: Lowering = Lowering()):
     """The passes that turn a network into the fused TIR functions MetaSchedule tunes.
 
     Extraction and the final compile (:func:`tuner.engine.evaluate.compile_network`) both run
@@ -39,9 +66,7 @@ def fuse_pipeline(target, pack_weights: bool = True):
 
     Args:
         target: The ``tvm.target.Target``.
-        pack_weights: Mark every weight (a bound constant) of each fused function as a
-            layout-free buffer, so that MetaSchedule's ``RewriteLayout`` postprocessor may
-            store it in the layout its schedule reads best (packed once at compile time).
+        lowering: Weight packing and data layout.
     """
     import tvm
     from tvm import relax
@@ -52,9 +77,12 @@ def fuse_pipeline(target, pack_weights: bool = True):
     except (ValueError, AttributeError):
         dispatch = []
     packing = ([relax.transform.CanonicalizeBindings(),
-                relax.transform.AttachAttrLayoutFreeBuffers()] if pack_weights else [])
+                relax.transform.AttachAttrLayoutFreeBuffers()] if lowering.pack_weights else [])
+    layout = ([relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})]
+              if lowering.layout == "NHWC" else [])
     return tvm.transform.Sequential(
         [
+            *layout,
             *dispatch,
             relax.transform.LegalizeOps(),
             relax.transform.AnnotateTIROpPattern(),
@@ -66,14 +94,14 @@ def fuse_pipeline(target, pack_weights: bool = True):
     )
 
 
-def extract_tasks(relax_mod, target, pack_weights: bool = True) -> list[TaskInfo]:
+def extract_tasks(relax_mod, target, lowering: Lowering = Lowering()) -> list[TaskInfo]:
     """Extract the tuning tasks of a Relax module.
 
     Args:
         relax_mod: The network's Relax module (weights bound, not legalized).
         target: The ``tvm.target.Target``.
-        pack_weights: Weights are layout-free (see :func:`fuse_pipeline`); the final
-            compile must use the same setting.
+        lowering: Weight packing and layout (:class:`Lowering`); the final compile must use
+            the same.
 
     Returns:
         The tasks, heaviest (FLOPs x weight) first.
@@ -83,7 +111,7 @@ def extract_tasks(relax_mod, target, pack_weights: bool = True) -> list[TaskInfo
 
     load_tensor_intrinsics((target.kind.name,))
     with target, tvm.transform.PassContext(opt_level=3):
-        fused = fuse_pipeline(target, pack_weights)(relax_mod)
+        fused = fuse_pipeline(target, lowering)(relax_mod)
     extracted = ms_extract(fused, target)
     # Heaviest first: the task scheduler visits tasks in order before it allocates by
     # gradient, so a small budget goes to the tasks that dominate the network's latency.
