@@ -1,12 +1,16 @@
-"""Weights pre-packed by the schedule (layout-free) against weights read in OIHW order.
+"""Lowering A/B: weights pre-packed by the schedule (layout-free) against weights read in
+OIHW order, or NCHW against NHWC convolutions.
 
-The same conv tasks of a network are extracted twice, with and without the layout-free
-mark on their weights (``pack_weights``), and tuned side by side with the default preset,
-for the same trials and seeds, in one run. With the mark, MetaSchedule's ``RewriteLayout``
-lets each schedule choose the weight layout it reads best, and the compile packs the
-weights once; the timed kernel excludes the packing, as the network does.
+The same conv tasks of a network are extracted once per arm (a
+:class:`tuner.engine.tasks.Lowering`) and tuned side by side with the default preset, for the
+same trials and seeds, in one run. ``plain``: OIHW weights; ``packed`` (the default):
+MetaSchedule's ``RewriteLayout`` lets each schedule choose the weight layout it reads best,
+and the compile packs the weights once (the timed kernel excludes the packing, as the
+network does); ``nhwc``: packed, and the convolutions converted to NHWC (the transposes
+this inserts at the network's edges are not in the conv tasks: see the network runs).
 
-    python bench/pack_weights.py                     # resnet-18's convs, 3 seeds x 64 trials
+    python bench/pack_weights.py                     # plain vs packed, resnet-18's convs
+    python bench/pack_weights.py --arms packed nhwc --out docs/bench/layout
     python bench/pack_weights.py --network alexnet --tasks fused_conv2d_add_relu
 """
 
@@ -22,14 +26,20 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import REPO, geomean, median, provenance, tune_tasks, write_results  # noqa: E402
 
 
-def conv_tasks(network: str, pack: bool, names: list[str] | None, limit: int) -> list:
-    """The network's conv tasks (heaviest first), extracted with or without packing."""
+ARMS = {"plain": {"pack_weights": False}, "packed": {"pack_weights": True},
+        "nhwc": {"pack_weights": True, "layout": "NHWC"}}
+TITLES = {("plain", "packed"): "Packed (layout-free) weights against OIHW weights",
+          ("packed", "nhwc"): "NHWC against NCHW convolutions (both packed)"}
+
+
+def conv_tasks(network: str, arm: str, names: list[str] | None, limit: int) -> list:
+    """The network's conv tasks (heaviest first), extracted with an arm's lowering."""
     from tuner.engine.networks import load_network
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import Lowering, extract_tasks
 
     tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target,
-                          Lowering(pack_weights=pack))
+                          Lowering(**ARMS[arm]))
     convs = [t for t in tasks if t.is_conv and (not names or t.name in names)]
     return convs[:limit]
 
@@ -42,17 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=3, help="conv tasks when --tasks is not given")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--arms", nargs=2, default=["plain", "packed"], choices=list(ARMS),
+                   help="baseline, then challenger (ratios are challenger / baseline)")
     p.add_argument("--out", default=os.path.join(REPO, "docs/bench/pack_weights"))
     args = p.parse_args(argv)
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
 
-    arms = {"packed": conv_tasks(args.network, True, args.tasks, args.limit),
-            "plain": conv_tasks(args.network, False, args.tasks, args.limit)}
+    base, other = args.arms
+    arms = {arm: conv_tasks(args.network, arm, args.tasks, args.limit) for arm in args.arms}
     rows = []
     for seed in args.seeds:
-        for i, task in enumerate(arms["packed"]):
-            for arm in ("plain", "packed"):
+        for i, _ in enumerate(arms[other]):
+            for arm in (base, other):
                 t = arms[arm][i]
                 outcome, _, _ = tune_tasks([t], ["preset=meta-BO-T", f"trials={args.trials}",
                                                  "trials_per_round=16", f"seed={seed}"],
@@ -64,18 +76,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(rows[-1]), flush=True)
     prov = provenance("pack_weights.py")
     info = resolve_target("llvm")
-    lines = ["# Packed (layout-free) weights against OIHW weights", "",
+    lines = [f"# {TITLES.get((base, other), f'{other} against {base}')}", "",
              f"Command: `{prov['command']}`; {prov['machine']}; {prov['date']}; target "
              f"`{info.description}`; threads {runtime_info(info.num_cores)}.", "",
              f"Each conv task of {args.network} tuned {args.trials} trials (default preset, "
              "16 a round) per seed, both arms in this run.", "",
-             "| task | GFLOP | plain ms (per seed) | packed ms (per seed) | packed / plain "
+             f"| task | GFLOP | {base} ms (per seed) | {other} ms (per seed) | {other} / {base} "
              "(median) |", "|---|---|---|---|---|"]
     ratios = []
     for pair in sorted({r["pair"] for r in rows}):
         # The two extractions name a task differently; they pair by position (same FLOPs).
-        plain = [r["best_ms"] for r in rows if r["pair"] == pair and r["arm"] == "plain"]
-        packed = [r["best_ms"] for r in rows if r["pair"] == pair and r["arm"] == "packed"]
+        plain = [r["best_ms"] for r in rows if r["pair"] == pair and r["arm"] == base]
+        packed = [r["best_ms"] for r in rows if r["pair"] == pair and r["arm"] == other]
         per_seed = [b / a for a, b in zip(plain, packed) if a and b]
         ratio = median(per_seed)
         ratios.append(ratio)
@@ -84,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {first['task']} | {first['flops'] / 1e9:.3f} | {ms(plain)} | "
                      f"{ms(packed)} | {'-' if ratio is None else f'{ratio:.3f}'} |")
     gm = geomean(ratios)
-    lines += ["", "Geomean of the per-task medians, packed / plain: "
+    lines += ["", f"Geomean of the per-task medians, {other} / {base}: "
               + ("-" if gm is None else f"{gm:.3f}") + ".", ""]
     write_results(args.out + ".json", args.out + ".md",
                   {**prov, "target": info.description, "rows": rows}, "\n".join(lines),
