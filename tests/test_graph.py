@@ -11,7 +11,7 @@ from tvm import s_tir, te
 
 from metatune.graph import CONTROL, METADATA, NESTING, NODE_FEATURES, SLOTS, encode
 from metatune.loopnest import LOOP_FEATURES, read_loop_nest
-from metatune.workloads import KINDS, Workload, sample_workload
+from metatune.workloads import KINDS, OPERATOR_KINDS, Workload, sample_workload
 
 F = {name: i for i, name in enumerate(LOOP_FEATURES)}
 
@@ -70,7 +70,7 @@ def test_scheduled_loops_get_kind_level_and_stride():
     assert by_var["j_1"].features[F["buf0_log_stride"]] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", OPERATOR_KINDS)
 def test_super_graph_slots_mean_the_same_across_types(kind):
     wl = sample_workload(kind, random.Random(1))
     g = encode(wl.prim_func(), "super")
@@ -103,3 +103,17 @@ def test_encoding_is_deterministic(mode):
 def test_unknown_mode():
     with pytest.raises(ValueError, match="plain, super"):
         encode(_matmul(), "fancy")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", ["plain", "super"])
+def test_every_training_kind_encodes_as_the_tuner_sees_it(kind, mode):
+    """The fused task of every workload kind (epilogues, pooling, mean) encodes."""
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
+
+    wl = sample_workload(kind, random.Random(2))
+    task = extract_tasks(wl.relax_module(), resolve_target("llvm").target)[0]
+    g = encode(task.extracted.dispatched[0]["main"], mode)
+    assert g.x.shape[1] == NODE_FEATURES and g.x.shape[0] > 1
+    assert torch.isfinite(g.x).all()
