@@ -1,6 +1,6 @@
 """Search + model-update time per round against measurement time, at batch 32.
 
-Tunes resnet-18's 64->64 3x3 conv (``fused_conv2d1_add1_relu1``, batch norm folded) with
+Tunes resnet-18's 64->64 3x3 conv (``fused_conv2d1_add1_relu11``, batch norm folded) with
 ``tune.py``'s own tuning loop (:func:`tuner.app.tuning.tune`) for each preset and seed, each
 run in a fresh process, presets alternating seed by seed, and reads the per-round timings
 the tuner logs (``rounds.jsonl``: search = proposing the batch, update = committing and
@@ -22,7 +22,7 @@ import tempfile
 
 from common import REPO, median, provenance, write_results
 
-TASK = "fused_conv2d1_add1_relu1"
+TASK = "fused_conv2d1_add1_relu11"
 
 
 def worker(preset: str, seed: int, trials: int, batch: int, out: str,

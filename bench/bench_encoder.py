@@ -1,6 +1,6 @@
 """Encoder throughput: candidates per second for a resnet-18 convolution, one core.
 
-Draws random, postprocessed candidates of resnet-18's ``fused_conv2d1_add1_relu1``
+Draws random, postprocessed candidates of resnet-18's ``fused_conv2d1_add1_relu11``
 (64->64 3x3 conv at 56x56) from MetaSchedule's design space, then times
 ``metatune.graph.encode`` on them in both graph modes, in this one process.
 
@@ -19,7 +19,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TASK = "fused_conv2d1_add1_relu1"
+TASK = "fused_conv2d1_add1_relu11"
 
 
 def candidates(n: int, seed: int) -> list:

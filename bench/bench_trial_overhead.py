@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-TASK = "fused_conv2d1_add1_relu1"
+TASK = "fused_conv2d1_add1_relu11"
 VARIANTS = ("metaschedule", "metatune")
 BASELINE = "metaschedule"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

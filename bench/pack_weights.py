@@ -11,7 +11,7 @@ this inserts at the network's edges are not in the conv tasks: see the network r
 
     python bench/pack_weights.py                     # plain vs packed, resnet-18's convs
     python bench/pack_weights.py --arms packed nhwc --out docs/bench/layout
-    python bench/pack_weights.py --network alexnet --tasks fused_conv2d_add_relu
+    python bench/pack_weights.py --network alexnet --tasks fused_conv2d_add_relu1
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import sys
 from common import REPO
 
 PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
-QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu1"]
+QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu11"]
 FULL_TASKS = [
-    "resnet-18/fused_conv2d1_add1_relu1", "resnet-18/fused_conv2d6_add5_relu3",
-    "alexnet/fused_conv2d1_add1_relu1", "vgg-16/fused_conv2d5_add2_relu2",
-    "squeezenet/fused_conv2d_add_relu", "squeezenet/fused_conv2d13_add8_relu8",
+    "resnet-18/fused_conv2d1_add1_relu11", "resnet-18/fused_conv2d6_add5_relu31",
+    "alexnet/fused_conv2d1_add1_relu11", "vgg-16/fused_conv2d5_add2_relu21",
+    "squeezenet/fused_conv2d_add_relu1", "squeezenet/fused_conv2d13_add8_relu81",
 ]
 
 
