@@ -147,3 +147,24 @@ def test_rl_settings_are_validated_where_they_are_made():
         RLConfig(rollouts=0)
     with pytest.raises(ConfigError, match="best_starts"):
         RLConfig(best_starts=1.5)
+
+
+def test_rl_presets_and_settings_in_the_tune_config():
+    from tuner.app.config import PRESETS, load_tune_config, preset_of
+    from tuner.app.tuning import make_search
+
+    assert len(PRESETS) == 7
+    for given, canonical, model, graph in (("rl", "RL", "xgb", None),
+                                           ("META-RL", "meta-RL", "metatune", "plain"),
+                                           ("meta-rl-t", "meta-RL-T", "metatune", "super")):
+        cfg = load_tune_config(overrides=[f"preset={given}"])
+        assert (cfg.preset, cfg.cost_model, cfg.search) == (canonical, model, "rl")
+        assert graph is None or cfg.metatune.graph == graph
+        assert preset_of(cfg) == canonical
+    cfg = load_tune_config(overrides=["search=RL", "search_params.rl.rollouts=4"])
+    assert isinstance(cfg.search_params.rl, RLConfig) and cfg.search_params.rl.rollouts == 4
+    assert "rl" not in cfg.search_params.evolutionary()
+    search = make_search(cfg.search, cfg.search_params, seed=3)
+    assert isinstance(search.inner, RLSearch) and search.inner.params.rollouts == 4
+    with pytest.raises(ConfigError, match="search_params.rl.stop_stay"):
+        load_tune_config(overrides=["search=rl", "search_params.rl.stop_stay=2"])

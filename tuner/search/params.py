@@ -100,9 +100,9 @@ class RLConfig:
         device: ``auto`` (CUDA/ROCm if torch sees one), ``cpu`` or ``cuda``.
     """
 
-    rollouts: int = 16
+    rollouts: int = 8
     best_starts: float = 0.5
-    max_steps: int = 8
+    max_steps: int = 6
     stop_stay: float = 0.8
     keep: int = 64
     min_clusters: int = 4

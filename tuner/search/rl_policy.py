@@ -149,7 +149,7 @@ def gae(rewards: list[float], values: list[float], last_value: float, gamma: flo
 
 
 def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, data: Rollouts,
-               params: RLConfig) -> float:
+               params: RLConfig) -> None:
     """PPO's clipped update, ``params.epochs`` full-batch epochs over one round's rollouts.
 
     Args:
@@ -157,14 +157,10 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, data: Roll
         optimizer: Its optimizer.
         data: The round's transitions (on the policy's device).
         params: ``clip``, ``entropy`` and ``epochs`` are read.
-
-    Returns:
-        The last epoch's loss.
     """
     adv = data.advantages
     if len(adv) > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    loss = torch.zeros(())
     for _ in range(params.epochs):
         log_prob, entropy, value = policy.evaluate(data.states, data.masks, data.actions)
         ratio = (log_prob - data.log_probs).exp()
@@ -175,4 +171,3 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, data: Roll
         loss.backward()
         nn.utils.clip_grad_norm_(policy.parameters(), _MAX_GRAD_NORM)
         optimizer.step()
-    return float(loss.detach())

@@ -20,6 +20,7 @@ fails is invalid.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 
@@ -45,13 +46,15 @@ def tilings(extent: int, n: int, max_innermost: int = 0) -> list[tuple[int, ...]
     Returns:
         Tuples of ``n`` factors whose product is ``extent``.
     """
-    if n == 1:
-        return [(extent,)] if max_innermost <= 0 or extent <= max_innermost else []
-    out = []
-    for f in range(1, extent + 1):
-        if extent % f == 0:
-            out += [(f, *rest) for rest in tilings(extent // f, n - 1, max_innermost)]
-    return out
+    small = [d for d in range(1, math.isqrt(extent) + 1) if extent % d == 0]
+    divisors = sorted(set(small + [extent // d for d in small]))
+
+    def split(rest: int, k: int) -> list[tuple[int, ...]]:
+        if k == 1:
+            return [(rest,)] if max_innermost <= 0 or rest <= max_innermost else []
+        return [(f, *tail) for f in divisors if rest % f == 0 for tail in split(rest // f, k - 1)]
+
+    return split(extent, n)
 
 
 def structure_key(trace) -> str:
@@ -61,9 +64,12 @@ def structure_key(trace) -> str:
     return "\n".join(_DECISION.sub("", line) for line in lines)
 
 
-def _value_key(kind: str, decision) -> object:
-    """A decision as a hashable Python value."""
-    return tuple(int(f) for f in decision) if kind == _TILE else int(decision)
+def _value_key(decision) -> object:
+    """A decision as a hashable Python value: an int, or a tuple of ints (tiles)."""
+    try:
+        return int(decision)
+    except TypeError:
+        return tuple(int(f) for f in decision)
 
 
 def _decisions(trace) -> list:
@@ -130,7 +136,7 @@ class DecisionSpace:
             elif kind == _CATEGORICAL:
                 choices.append(list(range(len(inst.attrs[0]))))
             else:  # compute locations (below); other sampling instructions stay as sampled
-                choices.append([_value_key(_CATEGORICAL, decision)])
+                choices.append([_value_key(decision)])
         for j, kind in enumerate(kinds):
             if kind == _LOCATION:
                 choices[j] = self._locations(trace, insts, kinds, choices, j)
@@ -198,8 +204,8 @@ class DecisionSpace:
         if len(insts) != len(s.insts):
             return None
         out = []
-        for kind, index, inst in zip(s.kinds, s.index, insts):
-            i = index.get(_value_key(kind, trace.decisions[inst]))
+        for index, inst in zip(s.index, insts):
+            i = index.get(_value_key(trace.decisions[inst]))
             if i is None:
                 return None
             out.append(i)
@@ -216,8 +222,12 @@ class DecisionSpace:
         from tuner.engine.database import as_candidate
 
         s = self.spaces[point[0]]
-        changes = {inst: list(s.choices[j][i]) if s.kinds[j] == _TILE else s.choices[j][i]
-                   for j, (inst, i) in enumerate(zip(s.insts, point[1]))}
+        changes = {}
+        for j, (inst, i) in enumerate(zip(s.insts, point[1])):
+            if s.kinds[j] == _TILE:
+                changes[inst] = list(s.choices[j][i])
+            elif s.kinds[j] in (_CATEGORICAL, _LOCATION):
+                changes[inst] = s.choices[j][i]
         sch = self._replay(s.trace, changes)
         if sch is None:
             return None
