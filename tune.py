@@ -66,9 +66,10 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--trials-per-task", type=int)
     p.add_argument("--trials-per-round", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--preset", help="the paper's frameworks: xgb | xgb-Xfer | meta-BO | meta-BO-T")
+    p.add_argument("--preset", help="the paper's frameworks: xgb | xgb-Xfer | RL | meta-BO | "
+                   "meta-BO-T | meta-RL | meta-RL-T (any case)")
     p.add_argument("--cost-model", help="metatune | xgb | xgb-xfer | mlp | random")
-    p.add_argument("--search", help="bo | evolutionary | replay")
+    p.add_argument("--search", help="bo | rl | evolutionary | replay")
     p.add_argument("--checkpoint", help="MetaTune cost-model checkpoint (python train.py)")
     p.add_argument("--graph", help="super | plain: graph mode of the MetaTune checkpoint")
     p.add_argument("--work-dir", help="database, logs, TensorBoard and report go here")

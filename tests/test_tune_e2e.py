@@ -112,6 +112,36 @@ def test_metatune_bo_tunes_resumes_and_reports_rounds(tmp_path):
     assert len(keys) == 40 and len(keys) == len(set(keys)), "a candidate was measured twice"
 
 
+def _preset(work, preset: str, trials: int) -> list[str]:
+    return [
+        "network=null", "model=tests.models:tiny_convnet", "input_shape=[8,16,16]",
+        f"work_dir={work}", f"trials={trials}", "trials_per_round=8", f"preset={preset}",
+        "search_params.rl.rollouts=8", "search_params.rl.max_steps=4",
+        "runner.min_repeat_ms=10", "evaluate.enabled=false", "progress=false",
+        "tensorboard=false", "log_level=WARNING",
+    ]
+
+
+@pytest.mark.parametrize("preset", ["RL", "meta-RL", "meta-RL-T"])
+def test_rl_presets_tune(preset, tmp_path):
+    """Each RL framework (xgb, MetaTune plain and super-graph, with the shipped
+    checkpoints) tunes the tiny conv net."""
+    report = run_tune(load_tune_config(overrides=_preset(tmp_path, preset, 8)))
+    assert report["search"] == "rl" and report["preset"] == preset
+    assert 1 <= report["trials_run"] <= 8 and report["failures"] < report["trials_run"]
+    assert len(_records(tmp_path)) == report["trials_run"]
+
+
+@pytest.mark.slow
+def test_rl_resumes_without_repeats(tmp_path):
+    """A rerun with a larger budget continues from the database, measuring nothing twice."""
+    first = run_tune(load_tune_config(overrides=_preset(tmp_path, "meta-RL-T", 16)))
+    more = run_tune(load_tune_config(overrides=_preset(tmp_path, "meta-RL-T", 24)))
+    keys = _trace_keys(_records(tmp_path))
+    assert len(keys) == first["trials_run"] + more["trials_run"] and more["trials_run"] >= 1
+    assert len(keys) == len(set(keys)), "a candidate was measured twice"
+
+
 def test_metatune_without_checkpoint_says_what_to_do(tmp_path, capsys):
     import tune
 

@@ -13,7 +13,7 @@ import sys
 
 from common import REPO
 
-PRESETS = ["xgb", "xgb-Xfer", "meta-BO", "meta-BO-T"]
+PRESETS = ["xgb", "xgb-Xfer", "RL", "meta-BO", "meta-RL", "meta-BO-T", "meta-RL-T"]
 QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu11"]
 FULL_TASKS = [
     "resnet-18/fused_conv2d1_add1_relu11", "resnet-18/fused_conv2d6_add5_relu31",

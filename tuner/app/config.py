@@ -3,7 +3,7 @@ command-line overrides, merged and validated once by :func:`load_tune_config`.
 
 Every section is a dataclass that checks itself when it is made; the lower layers own
 the sections they read (``metatune``, ``xfer``: :mod:`tuner.models.params`;
-``search_params.bo``: :mod:`tuner.search.params`; ``predict_unmeasured``:
+``search_params.bo`` and ``search_params.rl``: :mod:`tuner.search.params`; ``predict_unmeasured``:
 :mod:`tuner.search.zero_shot`). Paths follow :mod:`metatune.config`'s one rule: relative
 to the current directory, ``null`` for the repository's own location.
 """
@@ -21,7 +21,7 @@ from tuner.engine.rpc import RPCSettings
 from tuner.engine.tasks import Lowering
 from tuner.models import COST_MODELS
 from tuner.models.params import MetaTuneModelConfig, XferConfig
-from tuner.search.params import SEARCHES, BOConfig
+from tuner.search.params import SEARCHES, BOConfig, RLConfig
 from tuner.search.zero_shot import PredictConfig
 
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
@@ -31,7 +31,8 @@ RUNNERS = ("local", "rpc")
 @dataclass
 class SearchParams:
     """Keyword arguments of MetaSchedule's ``EvolutionarySearch`` (also BO's sampler),
-    and the batch BO settings (``bo``). TVM checks the former when the search is made."""
+    the batch BO settings (``bo``) and the RL search's (``rl``). TVM checks the former when
+    the search is made."""
 
     population_size: int = 256
     init_measured_ratio: float = 0.2
@@ -42,11 +43,13 @@ class SearchParams:
     genetic_max_fail_count: int = 10
     eps_greedy: float = 0.05
     bo: BOConfig = field(default_factory=BOConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
 
     def evolutionary(self) -> dict[str, Any]:
-        """The keyword arguments of ``EvolutionarySearch`` (every field but ``bo``)."""
+        """The keyword arguments of ``EvolutionarySearch`` (every field but ``bo`` and
+        ``rl``)."""
         kwargs = asdict(self)
-        del kwargs["bo"]
+        del kwargs["bo"], kwargs["rl"]
         return kwargs
 
 
@@ -107,12 +110,16 @@ class EvaluateConfig:
     torch_compile: bool = False
 
 
-#: The paper's framework names: preset -> the settings it stands for.
+#: The paper's framework names: preset -> the settings it stands for. Presets keep the
+#: paper's spelling (any case on input); cost models and searches are lower case.
 PRESETS: dict[str, dict[str, str]] = {
     "xgb": {"cost_model": "xgb", "search": "evolutionary"},
     "xgb-Xfer": {"cost_model": "xgb-xfer", "search": "evolutionary"},
+    "RL": {"cost_model": "xgb", "search": "rl"},
     "meta-BO": {"cost_model": "metatune", "search": "bo", "metatune.graph": "plain"},
     "meta-BO-T": {"cost_model": "metatune", "search": "bo", "metatune.graph": "super"},
+    "meta-RL": {"cost_model": "metatune", "search": "rl", "metatune.graph": "plain"},
+    "meta-RL-T": {"cost_model": "metatune", "search": "rl", "metatune.graph": "super"},
 }
 
 

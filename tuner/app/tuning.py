@@ -32,6 +32,7 @@ from tuner.search.bo import BatchBOSearch
 from metatune.device import resolve_device
 from tuner.engine.rpc import make_rpc_runner
 from tuner.search.params import SEARCHES
+from tuner.search.rl import RLSearch
 from tuner.search.zero_shot import predict_unmeasured
 
 logger = logging.getLogger(__name__)
@@ -118,13 +119,15 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
-        name: ``bo`` (:class:`tuner.search.bo.BatchBOSearch`), or MetaSchedule's ``evolutionary``
-            or ``replay``.
+        name: ``bo`` (:class:`tuner.search.bo.BatchBOSearch`), ``rl``
+            (:class:`tuner.search.rl.RLSearch`), or MetaSchedule's ``evolutionary`` or
+            ``replay``.
         params: The ``search_params`` section: ``EvolutionarySearch`` keyword arguments,
-            and ``bo`` (a :class:`tuner.search.params.BOConfig`, valid since it was made;
-            ``None``: the defaults).
+            ``bo`` and ``rl`` (a :class:`tuner.search.params.BOConfig` and
+            :class:`tuner.search.params.RLConfig`, valid since they were made; ``None``:
+            the defaults).
         clock: A :class:`tuner.app.rounds.RoundClock` timing each search.
-        seed: Seed of the BO sampler.
+        seed: Seed of the BO sampler and of the RL search.
         budget: The run's :class:`tuner.engine.scheduler.RoundBudget` (cuts each round to
             the size the scheduler sets).
         device: Where BO's GP runs (:mod:`metatune.device`).
@@ -143,6 +146,8 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
             raise ConfigError(f"search_params: {err}") from err
         return NoRepeatSearch(BatchBOSearch(evolutionary, params.bo, seed, device), clock=clock,
                               budget=budget)
+    if name == "rl":
+        return NoRepeatSearch(RLSearch(params.rl, seed, device), clock=clock, budget=budget)
     if name == "evolutionary":
         try:
             return NoRepeatSearch(ms.search_strategy.EvolutionarySearch(**evolutionary),
@@ -239,7 +244,7 @@ class Session:
         runner: MetaSchedule's ``LocalRunner`` with a pre-initialized worker.
         clock: The :class:`tuner.app.rounds.RoundClock` the search reports to.
         search: The search strategy, wrapped to never measure a schedule twice.
-        seed: The session's seed (tune contexts' random states, the BO sampler).
+        seed: The session's seed (tune contexts' random states, the BO and RL searches).
     """
 
     target: TargetInfo

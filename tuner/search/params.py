@@ -1,5 +1,6 @@
-"""The searches' names and the batch BO search's settings: plain data, read by the tune
-configuration (:mod:`tuner.app.config`) and the searches alike, without importing either."""
+"""The searches' names and the settings of the batch BO and RL searches: plain data, read by
+the tune configuration (:mod:`tuner.app.config`) and the searches alike, without importing
+either."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from metatune.errors import ConfigError
 
 #: The searches ``search=`` may name (see :func:`tuner.app.tuning.make_search`).
-SEARCHES = ("bo", "evolutionary", "replay")
+SEARCHES = ("bo", "rl", "evolutionary", "replay")
 #: The batch acquisitions of :func:`tuner.search.bo_select.select_batch`.
 ACQUISITIONS = ("qlognei", "qucb")
 #: The batch selection engines of :func:`tuner.search.bo_select.select_batch`.
@@ -66,3 +67,59 @@ class BOConfig:
             raise ConfigError("search_params.bo: pool_size, population and mc_samples must be "
                               "positive, genetic_iters, carry and the cold_* settings not "
                               "negative, max_history >= 4")
+
+
+@dataclass
+class RLConfig:
+    """Settings of the RL search after Chameleon (:class:`tuner.search.rl.RLSearch`).
+
+    Attributes:
+        rollouts: Rollouts per round, each from its own start point.
+        best_starts: Share of the rollouts that start from the best measured points (the
+            rest start from random points; all are random before the first measurement).
+        max_steps: Steps a rollout takes at most.
+        stop_stay: A rollout stops once at least this share of its movable decisions stay.
+        keep: Unmeasured candidates of the round, best predicted first, that the sampler
+            clusters (at least the batch size).
+        min_clusters: The fewest clusters (so candidates measured) a round's sampler picks
+            by the knee; at most the batch size.
+        hidden: Width of the actor-critic's two hidden layers.
+        lr: Adam step size of the PPO update.
+        epochs: PPO epochs over each round's rollouts.
+        clip: PPO's ratio clip.
+        gamma: Discount of future rewards.
+        gae_lambda: GAE's lambda.
+        entropy: Weight of the entropy bonus.
+    """
+
+    rollouts: int = 8
+    best_starts: float = 0.5
+    max_steps: int = 6
+    stop_stay: float = 0.8
+    keep: int = 64
+    min_clusters: int = 4
+    hidden: int = 64
+    lr: float = 3e-3
+    epochs: int = 4
+    clip: float = 0.2
+    gamma: float = 0.9
+    gae_lambda: float = 0.95
+    entropy: float = 0.01
+
+    def __post_init__(self) -> None:
+        """Check the settings: an ``RLConfig`` that exists is valid.
+
+        Raises:
+            ConfigError: The first invalid setting, with what to do.
+        """
+        if min(self.rollouts, self.max_steps, self.keep, self.min_clusters, self.hidden,
+               self.epochs) <= 0:
+            raise ConfigError("search_params.rl: rollouts, max_steps, keep, min_clusters, "
+                              "hidden and epochs must be positive")
+        for key in ("best_starts", "stop_stay", "gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ConfigError(f"search_params.rl.{key}={getattr(self, key)}: give a "
+                                  "number from 0 to 1")
+        if self.lr <= 0 or self.clip <= 0 or self.entropy < 0:
+            raise ConfigError("search_params.rl: lr and clip must be positive, entropy not "
+                              "negative")
