@@ -81,3 +81,15 @@ def test_a_server_killed_mid_run_costs_only_its_measurements(farm, tmp_path):
     # the dead server costs at most the measurements it held (one round's share); the
     # other server measures the rest
     assert len(failed) <= 8 and len(records) - len(failed) >= 16
+
+
+def test_tune_without_a_tracker_stops_before_the_work_dir(tmp_path, capsys):
+    import tune
+
+    work = tmp_path / "w"
+    code = tune.main(["--model", "tests.models:tiny_convnet", "--input-shape", "8,16,16",
+                      "--runner", "rpc", f"runner.rpc.tracker_port={free_port()}",
+                      "--work-dir", str(work), "--preset", "xgb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("error: no RPC tracker answers")
+    assert not work.exists()

@@ -13,9 +13,11 @@ import json
 import os
 from typing import Any
 
+from metatune.device import resolve_device
 from metatune.errors import ConfigError, ModelImportError
 from tuner.app.config import TuneConfig, preset_for
 from tuner.engine.database import RECORD_FILE
+from tuner.engine.rpc import check_tracker
 
 SETTINGS_FILE = "settings.json"
 
@@ -31,6 +33,8 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
         UnknownNetworkError: ``network`` is not built in (and no ONNX file or model given).
         ModelImportError: The ONNX file does not exist.
         tuner.models.cost_model.CheckpointError: The MetaTune checkpoint is missing or unloadable.
+        RunnerUnavailableError: ``runner.kind=rpc`` without a tracker or a server under the key.
+        DeviceUnavailableError: ``device`` names a GPU torch does not see.
     """
     from tuner.engine.networks import builtin_module
 
@@ -48,6 +52,9 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
         from tuner.models.cost_model import load_net
 
         load_net(m.checkpoint or default_checkpoint(target_info.kind, m.graph), graph=m.graph)
+    resolve_device(cfg.device)
+    if cfg.runner.kind == "rpc":
+        check_tracker(cfg.runner.rpc)
 
 
 def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:

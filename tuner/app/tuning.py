@@ -295,10 +295,10 @@ def build_session(cfg: TuneConfig, target: TargetInfo, *,
     resolve_device(cfg.device)  # a GPU asked for and absent: one line, before anything starts
     cost_model = build_cost_model(cfg, target)
     kinds = (target.kind,)
+    runner = make_runner(cfg.runner, kinds, target.num_cores)  # an absent tracker: before any pool
     builder = PersistentBuilder(max_workers=cfg.builder.workers or target.num_cores,
                                 timeout_sec=cfg.builder.timeout_sec, target_kinds=kinds)
     builder.warm_up()
-    runner = make_runner(cfg.runner, kinds, target.num_cores)
     clock = RoundClock()
     search = make_search(cfg.search, cfg.search_params, clock=clock, seed=cfg.seed,
                          budget=budget, device=cfg.device)

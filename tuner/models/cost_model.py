@@ -52,14 +52,24 @@ class TrainedModel:
     def platform_note(self, target) -> str | None:
         """A note when the training data was measured for another CPU than ``target``'s
         (the checkpoint still works: its ranking transfers, and it fine-tunes online)."""
-        trained = str(self.platform.get("target") or "")
+        trained = _mcpu_of(self.platform.get("target"))
         mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
-        if not trained or not mcpu or f'"mcpu":"{mcpu}"' in trained.replace(" ", ""):
+        if not trained or not mcpu or trained == mcpu:
             return None
-        return (f"the cost model was trained on data measured for {trained} "
-                f"({self.platform.get('cpu')}); tuning for mcpu={mcpu} transfers it across "
-                "CPUs (see docs/model-accuracy.md); collect data here and train for a "
-                "checkpoint of this CPU")
+        return (f"the cost model was trained on data measured for -mcpu={trained} "
+                f"({self.platform.get('cpu')}); tuning for -mcpu={mcpu} transfers it across "
+                "CPUs (it still adapts online); for a checkpoint of this CPU, collect its "
+                "data (python collect.py run) and train on it")
+
+
+def _mcpu_of(target: str | None) -> str | None:
+    """The ``mcpu`` of a target given as TVM's JSON text (``None`` if it has none)."""
+    import json
+
+    try:
+        return json.loads(target).get("mcpu") if target else None
+    except (ValueError, AttributeError):
+        return None
 
 
 def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfig.graph,
