@@ -191,9 +191,12 @@ class MetaTuneCostModel(PyCostModel):
         return structural_hash(context.mod)
 
     def graphs(self, candidates) -> list:
-        """The candidates' loop-nest graphs (cached per scheduled module)."""
+        """The candidates' loop-nest graphs, cached per scheduled module only when the GCN
+        adapts (a head-only model caches the far smaller embeddings instead)."""
         from tvm_ffi import structural_hash
 
+        if self.inner.head_only:
+            return [encode(c.sch.mod["main"], self.graph) for c in candidates]
         keys = [structural_hash(c.sch.mod) for c in candidates]
         for c, k in zip(candidates, keys):
             if k not in self._graphs:
