@@ -71,3 +71,24 @@ def test_heldout_split_collects_network_convolutions(tmp_path, capsys):
     assert collect.main(["summary", "--json", *args]) == 0
     summary = json.loads(capsys.readouterr().out)["heldout"]
     assert summary["workloads"] == 1 and summary["valid_samples"] >= 2
+
+
+def test_a_workload_whose_search_fails_is_skipped(tmp_path, monkeypatch, caplog):
+    """A TVM error inside the search of one workload (seen on a winograd design space) costs
+    that workload only: the collector logs it and measures the next."""
+    import tuner.app.collect as collector
+
+    real, calls = collector._measure, []
+
+    def flaky(entry, **kw):
+        calls.append(entry.name)
+        if len(calls) == 1:
+            raise RuntimeError("parallel_for_dynamic error with The block no longer exists")
+        return real(entry, **kw)
+
+    monkeypatch.setattr(collector, "_measure", flaky)
+    assert collect.main(["run", f"out={tmp_path / 'data'}", f"work_dir={tmp_path / 'work'}",
+                         "splits=[train]", "per_kind=1", "limit=2", "train_samples=4",
+                         "trials_per_round=4", "progress=false",
+                         "runner.min_repeat_ms=10"]) == 0
+    assert "TVM's search failed" in caplog.text and len(set(calls)) == 2

@@ -229,7 +229,7 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
         with InterruptWatch() as watch:
             for split, entries in plans.items():
                 _collect_split(cfg, split, entries, session=session, info=info,
-                               settings=settings)
+                               settings=settings, watch=watch)
     except RuntimeError:
         if watch.seen:  # Ctrl-C inside TVM's C++ arrives as a RuntimeError
             raise KeyboardInterrupt from None
@@ -240,8 +240,12 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
 
 
 def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, session, info,
-                   settings: dict[str, Any]) -> None:
-    """Measure one split's workloads up to their sample counts, packing after each one."""
+                   settings: dict[str, Any], watch: InterruptWatch) -> None:
+    """Measure one split's workloads up to their sample counts, packing after each one.
+
+    A workload on which TVM's search itself fails (a TVM error, not a failed candidate)
+    keeps what it measured and is skipped, logged; Ctrl-C (``watch``) still stops.
+    """
     from tqdm.auto import tqdm
     from tvm.s_tir import meta_schedule as ms
 
@@ -270,9 +274,19 @@ def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, sess
         start, first = time.perf_counter(), measured
         while valid < entry.samples and measured < 2 * entry.samples:
             bar.set_postfix_str(entry.name)
-            _measure(entry, remaining=min(entry.samples - valid, 2 * entry.samples - measured),
-                     have=measured, session=session, database=database, work=work, cfg=cfg,
-                     bar=bar, task_logger=task_loggers(work, [_file_safe(entry.name)])[0])
+            try:
+                _measure(entry, remaining=min(entry.samples - valid,
+                                              2 * entry.samples - measured),
+                         have=measured, session=session, database=database, work=work,
+                         cfg=cfg, bar=bar,
+                         task_logger=task_loggers(work, [_file_safe(entry.name)])[0])
+            except RuntimeError as err:  # TVM's search failed on this design space
+                if watch.seen:
+                    raise KeyboardInterrupt from None
+                logger.warning("%s: TVM's search failed (%s): skipped with %d valid samples; "
+                               "the rest of the split goes on", entry.name,
+                               str(err).strip().splitlines()[-1][:160], valid)
+                break
             before = measured
             (valid, measured), = valid_and_measured_per_task(database, [entry.mod])
             if measured == before:  # the design space has nothing new left
