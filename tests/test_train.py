@@ -82,8 +82,7 @@ def test_bad_config(override, message):
         load_train_config(overrides=[override])
 
 
-@pytest.mark.parametrize("adapt", [{}, {"meta_sgd": True, "loss": "mse+rank"}])
-def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data, adapt):
+def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data):
     """MAML's objective on real measured tasks: the query loss after adapting on the support
     set falls as the initial weights are meta-trained (same tasks before and after)."""
     from itertools import islice
@@ -92,7 +91,7 @@ def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data, adapt):
     workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
     tasks = list(islice(iter(EpisodeDataset(workloads, ways=2, shots=3, queries=3, seed=0)), 4))
     module = MetaModule(NODE_FEATURES, hidden=8, head_hidden=8, beta=1e-2,
-                        adapt={"steps": 2, "lr": 0.05, **adapt}, graph="super")
+                        adapt={"steps": 2, "lr": 0.05}, graph="super")
     x = torch.cat([g.x for w in workloads for g in w.graphs])
     module.net.set_normalization(x.mean(0), x.std(0))
     opt = module.configure_optimizers()
