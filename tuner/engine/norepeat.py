@@ -78,6 +78,27 @@ def measured_schedules(database, mod, postprocs=None) -> list[tuple[int, object,
     return out
 
 
+class PreloadedRecords:
+    """For a search inside :class:`NoRepeatSearch`: take the task's measured records from the
+    wrapper, which replays them once for both, or replay them itself when used alone."""
+
+    _preloaded: list | None = None
+
+    def preload_measured(self, known: list) -> None:
+        """Hand over the task's database records, already replayed, for the next
+        ``pre_tuning`` (which would otherwise replay them itself).
+
+        Args:
+            known: :func:`measured_schedules` of this task's database.
+        """
+        self._preloaded = list(known)
+
+    def take_measured(self, database, mod, postprocs) -> list:
+        """The records handed over (once), else :func:`measured_schedules` of ``database``."""
+        known, self._preloaded = self._preloaded, None
+        return known if known is not None else measured_schedules(database, mod, postprocs)
+
+
 @derived_object
 class NoRepeatSearch(PySearchStrategy):
     """Wraps a search strategy so that no schedule is measured twice.

@@ -31,7 +31,7 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from metatune.records import measured_seconds
 from tuner.engine.database import as_candidate
-from tuner.engine.norepeat import measured_schedules
+from tuner.engine.norepeat import PreloadedRecords
 from metatune.device import resolve_device
 from tuner.search.bo_select import select_batch
 from tuner.search.knobs import KnobSpace
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 @derived_object
-class BatchBOSearch(PySearchStrategy):
+class BatchBOSearch(PySearchStrategy, PreloadedRecords):
     """Evolutionary candidate pool, GP + batch acquisition choice.
 
     Args:
@@ -64,17 +64,7 @@ class BatchBOSearch(PySearchStrategy):
         self.inner = None
         self.cold = None
         self.context = None
-        self._preloaded: list | None = None
         self._reset()
-
-    def preload_measured(self, known: list) -> None:
-        """Hand over the task's database records, already replayed, for the next
-        ``pre_tuning`` (which would otherwise replay them itself).
-
-        Args:
-            known: :func:`tuner.engine.norepeat.measured_schedules` of this task's database.
-        """
-        self._preloaded = list(known)
 
     def _reset(self) -> None:
         self.knobs = KnobSpace()
@@ -111,10 +101,8 @@ class BatchBOSearch(PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
-        known, self._preloaded = self._preloaded, None
-        if known is None:
-            known = measured_schedules(database, self.context.mod,
-                                       list(self.context.space_generator.postprocs or []))
+        known = self.take_measured(database, self.context.mod,
+                                   list(self.context.space_generator.postprocs or []))
         self._reset()
         self.max_trials = int(max_trials)
         self.batch = int(num_trials_per_iter)

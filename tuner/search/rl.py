@@ -32,7 +32,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from metatune.records import measured_seconds
-from tuner.engine.norepeat import measured_schedules
+from tuner.engine.norepeat import PreloadedRecords
 from metatune.device import resolve_device
 from tuner.search.params import RLConfig
 from tuner.search.rl_explore import Explorer
@@ -46,7 +46,7 @@ _ATTEMPTS = 3
 
 
 @derived_object
-class RLSearch(PySearchStrategy):
+class RLSearch(PySearchStrategy, PreloadedRecords):
     """PPO rollouts over the decision space, one measured candidate per cluster.
 
     Args:
@@ -64,17 +64,7 @@ class RLSearch(PySearchStrategy):
         self.seed = int(seed)
         self.device = resolve_device(device)
         self.context = None
-        self._preloaded: list | None = None
         self._reset()
-
-    def preload_measured(self, known: list) -> None:
-        """Hand over the task's database records, already replayed, for the next
-        ``pre_tuning`` (which would otherwise replay them itself).
-
-        Args:
-            known: :func:`tuner.engine.norepeat.measured_schedules` of this task's database.
-        """
-        self._preloaded = list(known)
 
     def _reset(self) -> None:
         self.max_trials = 0
@@ -97,9 +87,7 @@ class RLSearch(PySearchStrategy):
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
                    cost_model=None) -> None:
         postprocs = list(self.context.space_generator.postprocs or [])
-        known, self._preloaded = self._preloaded, None
-        if known is None:
-            known = measured_schedules(database, self.context.mod, postprocs)
+        known = self.take_measured(database, self.context.mod, postprocs)
         self._reset()
         self.max_trials = int(max_trials)
         self.batch = int(num_trials_per_iter)
