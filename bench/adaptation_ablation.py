@@ -1,10 +1,17 @@
 """Which adaptation makes the cost model learn from a task's own measurements (issue 13).
 
 Pre-trains once, meta-trains every variant from that same pre-trained network (``train.py``
-with ``pretrained=``), then measures them all with :mod:`model_accuracy` on the held-out
-workloads at k = 0, 8, 16, 32, 64, beside ``xgb`` and ``xgb-Xfer``, over the same query sets
-and seeds. Each variant is adapted at evaluation exactly as it was meta-trained to (the
-settings stored in its checkpoint), which is also how the tuner fine-tunes it online.
+with ``pretrained=``), then measures them all with :mod:`model_accuracy`, twice:
+
+1. on the checkpoints' validation workloads (of the training split, not trained on) at
+   k = 0, 8, 16, 32 (query 24 of their 64 samples): the winner, by mean pairwise accuracy
+   over those k, is chosen here
+   (``<out>-val.{md,json}``), never on the tasks it is reported on;
+2. on the held-out network convolutions at k = 0, 8, 16, 32, 64, beside ``xgb`` and
+   ``xgb-Xfer``, over the same query sets and seeds (``<out>.{md,json}``).
+
+Each variant is adapted at evaluation exactly as it was meta-trained to (the settings stored
+in its checkpoint), which is also how the tuner fine-tunes it online.
 
 Variants (train config overrides):
 
@@ -94,10 +101,30 @@ def main(argv: list[str] | None = None) -> None:
             checkpoints[name] = train_variant(name, data=data, graph=args.graph,
                                               ckpt_dir=ckpt_dir, pretrained=base,
                                               extra=args.train)
+    models = [f"--model={name}={checkpoints[name]}" for name in args.variants]
+    val = model_accuracy.main([
+        "--data", data, "--split", "val", "--no-xgb", "--ks", "0", "8", "16", "32", "--query", "24",
+        "--out", args.out + "-val",
+        "--title", f"Adaptation ablation ({args.graph} graph): choosing on the validation "
+                   "workloads", *models, *accuracy_args])
+    winner = choose(val["summary"])
+    print(f"chosen on the validation workloads: {winner}", flush=True)
     model_accuracy.main([
         "--data", data, "--out", args.out,
-        "--title", f"Adaptation ablation ({args.graph} graph) on held-out network convolutions",
-        *[f"--model={name}={checkpoints[name]}" for name in args.variants], *accuracy_args])
+        "--title", f"Adaptation ablation ({args.graph} graph) on held-out network convolutions"
+                   f" (chosen on validation: {winner})", *models, *accuracy_args])
+
+
+def choose(summary: dict) -> str:
+    """The variant with the best mean pairwise accuracy over the evaluated k.
+
+    Args:
+        summary: :func:`tuner.app.accuracy.summarize` of the validation run.
+    """
+    def score(per_k: dict) -> float:
+        return sum(v["pairwise"]["median"] for v in per_k.values()) / len(per_k)
+
+    return max(summary, key=lambda name: score(summary[name]))
 
 
 if __name__ == "__main__":

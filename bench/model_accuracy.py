@@ -21,12 +21,16 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
 
 from common import REPO, provenance, write_results
+
+sys.path.insert(0, REPO)
+from metatune.config import DEFAULT_DATA_DIR  # noqa: E402
 
 METHOD_NOTES = {
     "metatune-super": "GCN on the super-graph (meta-BO-T's model), head adapted on the k samples",
@@ -40,7 +44,12 @@ METHOD_NOTES = {
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default="data/llvm", help="dataset (train/ and heldout/)")
+    p.add_argument("--data", default=os.path.relpath(DEFAULT_DATA_DIR, REPO),
+                   help="dataset (train/ and heldout/)")
+    p.add_argument("--split", default="heldout", choices=("heldout", "val"),
+                   help="heldout: the network convolutions (report on these); val: the first "
+                        "checkpoint's validation workloads of the training split (choose "
+                        "settings on these, never on the held-out ones)")
     p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
@@ -63,14 +72,18 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _markdown(doc: dict) -> str:
+    where = (f"{doc['workloads']} held-out workloads (conv tasks of alexnet, resnet-18, "
+             "vgg-16, squeezenet; never trained on)"
+             if doc.get("split", "heldout") == "heldout" else
+             f"{doc['workloads']} validation workloads of the training split (the first "
+             "checkpoint's; not trained on, used to choose settings)")
     lines = [f"# {doc['title']}", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
              f"- machine: {doc['machine']}, flags {' '.join(doc.get('cpu_flags', []))}; "
              f"target `{doc.get('target')}`; threads {doc.get('runtime')}",
-             f"- data: `{doc.get('data')}` (the held-out runs were measured there; the "
+             f"- data: `{doc.get('data')}` (the runs were measured there; the "
              "accuracy itself is computed from the recorded run times)",
-             f"- {doc['workloads']} held-out workloads (conv tasks of alexnet, resnet-18, "
-             f"vgg-16, squeezenet; never trained on), query {doc['query']} candidates each, "
+             f"- {where}, query {doc['query']} candidates each, "
              f"seeds {doc['seeds']}; support = k other measured candidates",
              "- targets: throughput relative to the best support candidate (the workload's "
              "best at k = 0); each cell: mean over workloads, median over seeds "
@@ -90,6 +103,17 @@ def _markdown(doc: dict) -> str:
                      for k in ks]
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def validation_workloads(checkpoint: str) -> list[str]:
+    """The validation workloads a checkpoint was trained beside (its ``.json`` sidecar)."""
+    sidecar = os.path.splitext(checkpoint)[0] + ".json"
+    try:
+        with open(sidecar, encoding="utf-8") as f:
+            return list(json.load(f)["data"]["val_workloads"])
+    except (OSError, ValueError, KeyError) as err:
+        raise SystemExit(f"--split val: cannot read the validation workloads of {checkpoint} "
+                         f"from {sidecar} ({err}); train it with train.py, which writes it")
 
 
 def _describe(cfg) -> str:
@@ -124,10 +148,12 @@ def main(argv: list[str] | None = None) -> dict:
     for model in models.values():
         model.inner.override(steps=args.adapt_steps, lr=args.adapt_lr)
     start = time.perf_counter()
-    workloads = load_eval_workloads(os.path.join(args.data, "heldout"),
+    names = validation_workloads(specs[0][1]) if args.split == "val" else None
+    workloads = load_eval_workloads(os.path.join(args.data, "train" if names else "heldout"),
                                     tuple(sorted({m.graph for m in models.values()})),
-                                    min_samples=args.query + max(args.ks), limit=args.limit)
-    logging.info("%d held-out workloads loaded in %.0f s", len(workloads),
+                                    min_samples=args.query + max(args.ks), limit=args.limit,
+                                    names=names)
+    logging.info("%d %s workloads loaded in %.0f s", len(workloads), args.split,
                  time.perf_counter() - start)
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}
     notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
@@ -141,7 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
                     progress=lambda msg: logging.info("done %s", msg))
     doc = {
         **provenance("model_accuracy.py"),
-        "title": args.title, "data": args.data, "train_data": args.train_data or args.data,
+        "title": args.title, "data": args.data, "split": args.split,
+        "train_data": args.train_data or args.data,
         "target": info.description,
         "runtime": runtime_info(info.num_cores), "cpu_flags": simd_flags(),
         "workloads": len(workloads), "query": args.query, "seeds": args.seeds,

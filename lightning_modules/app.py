@@ -102,7 +102,7 @@ class TrainConfig:
 
     Made (by :func:`load_train_config`, or directly), the paths are absolute: a given one
     resolved against the current directory, one left ``None`` the repository's
-    (``data/llvm``, ``work/cache``, ``runs/train``, and ``checkpoints/<dataset>-<graph>.ckpt``
+    (``data/llvm-icelake-server``, ``work/cache``, ``runs/train``, and ``checkpoints/<dataset>-<graph>.ckpt``
     for ``out``).
     """
 

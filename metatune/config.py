@@ -11,7 +11,7 @@ agree).
 Relative paths, one rule: a relative path in a configuration (a YAML file or the command
 line) is relative to the **current working directory**. It is made absolute once, when the
 configuration is loaded (:func:`resolve_path`). A path left ``null`` means the
-repository's own location (:func:`repo_path`: ``checkpoints/``, ``data/llvm``,
+repository's own location (:func:`repo_path`: ``checkpoints/``, ``data/<platform>``,
 ``work/``, ``runs/``), which does not depend on the current directory; so
 ``python tune.py --network alexnet`` and ``python train.py`` run the same from any
 directory.
@@ -30,9 +30,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The loop-nest graph modes (:mod:`metatune.graph`), and the default one.
 GRAPH_MODES = ("plain", "super")
 DEFAULT_GRAPH = "super"
-#: The shipped dataset: what ``data_dir`` (train) and ``xfer.data`` (tune, its ``train``
-#: split) left ``null`` mean.
-DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", "llvm")
+#: The platform (target kind and CPU) of the shipped dataset and checkpoints: what
+#: ``data_dir`` (train) left ``null`` means, and what a target without data of its own
+#: uses (:mod:`tuner.engine.platforms`).
+SHIPPED_DATASET = "llvm-icelake-server"
+DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
 #: Where caches go when a ``cache_dir`` is left ``null`` (encoded graphs, xgb-xfer's model).
 DEFAULT_CACHE_DIR = os.path.join(REPO_ROOT, "work", "cache")
 
@@ -171,11 +173,12 @@ def _check_yaml_file(path: str, what: str) -> None:
                           f"keys; {hint}")
 
 
-def default_checkpoint(dataset: str = "llvm", graph: str = DEFAULT_GRAPH) -> str:
+def default_checkpoint(dataset: str = SHIPPED_DATASET, graph: str = DEFAULT_GRAPH) -> str:
     """The checkpoint ``train.py`` writes by default: ``checkpoints/<dataset>-<graph>.ckpt``.
 
     Args:
-        dataset: The dataset directory name (``llvm`` for ``data/llvm``).
+        dataset: The dataset directory name (``llvm-icelake-server`` for
+            ``data/llvm-icelake-server``).
         graph: ``super`` or ``plain``.
     """
     return repo_path("checkpoints", f"{dataset}-{graph}.ckpt")

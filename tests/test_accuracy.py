@@ -66,6 +66,8 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     base = base_booster(split, target, 1, str(tmp_path))
     again = base_booster(split, target, 1, str(tmp_path))  # from the cache
     (w,) = load_eval_workloads(split, ("plain",), min_samples=6, limit=1)
+    (v,) = load_eval_workloads(split, ("plain",), min_samples=6, names=[w.name])
+    assert v.name == w.name and load_eval_workloads(split, ("plain",), 6, names=[]) == []
     ctx = ms.TuneContext(mod=w.mod, target=target)
     model = XferXGBModel(base=base, num_warmup_samples=0, adaptive_training=False,
                          verbose_eval=0, num_tuning_cores=1)
@@ -87,5 +89,5 @@ def test_xfer_refuses_data_of_another_target():
 
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
     with pytest.raises(ConfigError, match="collect data for cuda"):
-        make_cost_model("xgb-xfer", num_cores=1, xfer=XferConfig(data="data/llvm/train"),
-                        target=cuda)
+        make_cost_model("xgb-xfer", num_cores=1,
+                        xfer=XferConfig(data="data/llvm-icelake-server/train"), target=cuda)

@@ -192,3 +192,13 @@ def test_losses_and_pytorch_bullets_for_networks():
                                        "torch.compile's (14.00 ms)"]
     assert page.losses({"presets": ["meta-BO-T"], "summary": {}, "networks": rows}) == [
         "- nothing to compare yet"]
+
+
+def test_the_ablation_chooses_by_mean_pairwise_accuracy_over_k():
+    from adaptation_ablation import choose
+
+    def per_k(*pairwise):
+        return {str(k): {"pairwise": {"median": p}} for k, p in zip((0, 8, 16), pairwise)}
+
+    assert choose({"maml": per_k(0.7, 0.7, 0.7), "meta-sgd": per_k(0.6, 0.75, 0.8),
+                   "rank": per_k(0.8, 0.6, 0.6)}) == "meta-sgd"

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from lightning_modules.app import TrainConfig, load_train_config
-from metatune.config import DEFAULT_GRAPH, REPO_ROOT, config_from, default_checkpoint
+from metatune.config import (DEFAULT_GRAPH, REPO_ROOT, SHIPPED_DATASET, config_from,
+                             default_checkpoint)
 from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig
 from tuner.app.config import (BuilderConfig, RunnerConfig, SearchParams, TuneConfig,
@@ -55,7 +56,7 @@ def test_yaml_files_list_the_schema_defaults():
 def test_one_default_per_setting():
     tune, train = TuneConfig(), TrainConfig()
     assert tune.metatune.graph == train.graph == DEFAULT_GRAPH
-    assert train.out == default_checkpoint("llvm", DEFAULT_GRAPH)
+    assert train.out == default_checkpoint(SHIPPED_DATASET, DEFAULT_GRAPH)
     # the tuner adapts as the checkpoint was meta-trained to adapt (no second default)
     assert tune.metatune.adapt_steps is None and tune.metatune.adapt_lr is None
     assert train.meta.adapt == AdaptConfig()
@@ -114,12 +115,12 @@ def test_null_paths_are_the_repositorys_from_any_directory(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     cfg = load_tune_config()
     assert cfg.work_dir is None and cfg.metatune.checkpoint is None  # decided at run time
-    assert cfg.xfer.data == os.path.join(REPO_ROOT, "data", "llvm", "train")
+    assert cfg.xfer.data is None  # chosen for the target (tuner.engine.platforms)
     assert cfg.xfer.cache_dir == os.path.join(REPO_ROOT, "work", "cache")
     train = load_train_config()
-    assert train.data_dir == os.path.join(REPO_ROOT, "data", "llvm")
+    assert train.data_dir == os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
     assert train.log_dir == os.path.join(REPO_ROOT, "runs", "train")
-    assert train.out == os.path.join(REPO_ROOT, "checkpoints", "llvm-super.ckpt")
+    assert train.out == os.path.join(REPO_ROOT, "checkpoints", f"{SHIPPED_DATASET}-super.ckpt")
 
 
 def test_a_partial_mapping_becomes_a_validated_config():

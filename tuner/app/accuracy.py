@@ -65,7 +65,8 @@ class EvalWorkload:
 
 
 def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int,
-                        limit: int | None = None) -> list[EvalWorkload]:
+                        limit: int | None = None,
+                        names: list[str] | None = None) -> list[EvalWorkload]:
     """Replay a split's valid records into candidates and graphs.
 
     Args:
@@ -73,8 +74,10 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
         modes: Graph modes to encode (``super``, ``plain``).
         min_samples: Workloads with fewer valid samples are skipped (with a warning).
         limit: Keep only the first ``limit`` workloads of ``meta.json``.
+        names: Keep only these workloads (e.g. a checkpoint's validation workloads).
     """
-    order = [w["name"] for w in workload_order(split_dir)][:limit]
+    order = [w["name"] for w in workload_order(split_dir)
+             if names is None or w["name"] in names][:limit]
     wanted = set(order)
     found: dict[str, EvalWorkload] = {}
     secs: dict[str, list[float]] = {}

@@ -36,6 +36,7 @@ from tuner.engine.database import (check_database_files, ensure_work_dir,
 from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import load_tensor_intrinsics
 from tuner.engine.networks import load_network
+from tuner.engine.platforms import platform_id
 from tuner.engine.runtime import tvm_num_threads
 from tuner.engine.targets import resolve_target
 from tuner.engine.tasks import extract_tasks
@@ -133,13 +134,6 @@ def _stream_seed(seed: int, name: str, done: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def dataset_id(info) -> str:
-    """The dataset's directory name: the target kind and the CPU (or GPU architecture) it
-    compiles for, e.g. ``llvm-icelake-server``: one dataset per platform."""
-    attrs = info.target.attrs
-    return f"{info.kind}-{attrs.get('mcpu') or attrs.get('arch') or 'generic'}"
-
-
 def measurement_settings(cfg: CollectConfig, info, machine: dict[str, Any]) -> dict[str, Any]:
     """What decides a dataset's run times: samples measured under other settings do not mix.
 
@@ -188,8 +182,9 @@ def check_settings(split_dir: str, settings: dict[str, Any]) -> None:
 
 def resolve_paths(cfg: CollectConfig, info) -> CollectConfig:
     """``out`` and ``work_dir`` left ``None`` become ``data/<dataset id>`` and
-    ``work/collect/<dataset id>`` in the repository (see :func:`dataset_id`)."""
-    ds = dataset_id(info)
+    ``work/collect/<dataset id>`` in the repository: one dataset per platform
+    (:func:`tuner.engine.platforms.platform_id`)."""
+    ds = platform_id(info.target)
     return replace(cfg, out=cfg.out or repo_path("data", ds),
                    work_dir=cfg.work_dir or repo_path("work", "collect", ds))
 

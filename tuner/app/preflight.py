@@ -48,10 +48,11 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
             builtin_module(cfg.network)  # raises UnknownNetworkError with the choices
     m = cfg.metatune
     if cfg.cost_model == "metatune" and not m.from_scratch:
-        from metatune.config import default_checkpoint
+        from tuner.engine.platforms import default_checkpoint_for
         from tuner.models.cost_model import load_net
 
-        load_net(m.checkpoint or default_checkpoint(target_info.kind, m.graph), graph=m.graph)
+        load_net(m.checkpoint or default_checkpoint_for(target_info.target, m.graph),
+                 graph=m.graph)
     resolve_device(cfg.device)
     if cfg.runner.kind == "rpc":
         check_tracker(cfg.runner.rpc)

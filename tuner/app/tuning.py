@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from metatune.config import default_checkpoint
+from metatune.config import DEFAULT_DATA_DIR, default_checkpoint
 from metatune.errors import ConfigError
 from tuner.app.config import RunnerConfig, SearchParams, TuneConfig
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
@@ -20,6 +20,7 @@ from tuner.engine.durability import RecordFileGuard, as_write_error
 from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
+from tuner.engine.platforms import dataset_kind, default_checkpoint_for, default_data_dir
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
@@ -87,10 +88,10 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         raise ConfigError(f"unknown cost_model {name!r}: choose one of {', '.join(COST_MODELS)}")
     if name == "metatune":
         m = metatune or MetaTuneModelConfig()
-        kind = str(target.kind.name) if target is not None else "llvm"
-        # Measurements differ per target: the default checkpoint is the target kind's own.
-        model = load_model(m.checkpoint or default_checkpoint(kind, m.graph), graph=m.graph,
-                           from_scratch=bool(m.from_scratch))
+        # the target's own platform's checkpoint, else the shipped one of its kind
+        checkpoint = m.checkpoint or (default_checkpoint_for(target, m.graph)
+                                      if target is not None else default_checkpoint(graph=m.graph))
+        model = load_model(checkpoint, graph=m.graph, from_scratch=bool(m.from_scratch))
         model.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
         note = model.platform_note(target) if target is not None else None
         if note:
@@ -100,13 +101,16 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
         x = xfer or XferConfig()
-        data = x.data  # absolute: resolved when the section was made
+        # absolute when given (resolved when the section was made); else the platform's
+        data = x.data or os.path.join(default_data_dir(target) if target is not None
+                                      else DEFAULT_DATA_DIR, "train")
         kind = str(target.kind.name) if target is not None else "llvm"
-        if os.path.basename(os.path.dirname(os.path.normpath(data))) not in (kind, ""):
+        measured = dataset_kind(data)
+        if measured not in (kind, None):
             raise ConfigError(
-                f"xgb-xfer pre-trains on {data}, measured for another target than {kind}: "
-                f"collect data for {kind} (python collect.py run target={kind} "
-                f"out=data/{kind}) and pass xfer.data=data/{kind}/train")
+                f"xgb-xfer pre-trains on {data}, measured for target kind {measured}, not "
+                f"{kind}: collect data for {kind} (python collect.py run target={kind}) "
+                f"and pass xfer.data=data/<platform>/train")
         base = base_booster(data, target, num_cores, x.cache_dir)
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":

@@ -5,11 +5,10 @@ when it is made, so one that exists is valid."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, check_graph,
+from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
                              resolve_path)
 
 
@@ -49,7 +48,9 @@ class XferConfig:
     """Where ``xgb-xfer`` finds its pre-training data and caches its base model.
 
     Attributes:
-        data: A dataset split directory (``None``: the repository's ``data/llvm/train``).
+        data: A dataset split directory (``None``: the ``train`` split of the target's
+            own platform's dataset when it is here, else of the shipped one; see
+            :mod:`tuner.engine.platforms`).
         cache_dir: Where the pre-trained booster is cached (``None``: ``work/cache`` in
             the repository).
     """
@@ -58,7 +59,7 @@ class XferConfig:
     cache_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
-        """Make both paths absolute (the defaults inside the repository)."""
-        self.data = (resolve_path(self.data) if self.data
-                     else os.path.join(DEFAULT_DATA_DIR, "train"))
+        """Make both paths absolute (the defaults inside the repository; ``data`` is chosen
+        for the target when the cost model is made)."""
+        self.data = resolve_path(self.data) if self.data else None
         self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR

@@ -1,0 +1,60 @@
+"""Which dataset and checkpoint a target uses when none is named (tuner.engine.platforms)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import tvm
+
+import metatune.config
+from metatune.config import SHIPPED_DATASET
+from metatune.errors import ConfigError
+from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
+                                    platform_id)
+
+HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
+
+
+def _touch(path: str, text: str = "") -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def test_platform_names():
+    assert platform_id(HASWELL) == "llvm-haswell"
+    assert platform_id(tvm.target.Target("llvm")) == "llvm-generic"
+    assert platform_id(tvm.target.Target({"kind": "cuda", "arch": "sm_80"})) == "cuda-sm_80"
+
+
+def test_own_platform_first_else_the_shipped_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    shipped = tmp_path / "checkpoints" / f"{SHIPPED_DATASET}-super.ckpt"
+    assert default_checkpoint_for(HASWELL, "super") == str(shipped)
+    assert default_data_dir(HASWELL) == str(tmp_path / "data" / SHIPPED_DATASET)
+    _touch(str(tmp_path / "checkpoints" / "llvm-haswell-super.ckpt"))
+    _touch(str(tmp_path / "data" / "llvm-haswell" / "train" / "meta.json"), "{}")
+    assert default_checkpoint_for(HASWELL, "super").endswith("llvm-haswell-super.ckpt")
+    assert default_checkpoint_for(HASWELL, "plain") == str(
+        tmp_path / "checkpoints" / f"{SHIPPED_DATASET}-plain.ckpt")
+    assert default_data_dir(HASWELL) == str(tmp_path / "data" / "llvm-haswell")
+
+
+def test_another_target_kind_has_nothing_shipped():
+    cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    with pytest.raises(ConfigError, match="python collect.py run target=cuda"):
+        default_checkpoint_for(cuda, "super")
+    with pytest.raises(ConfigError, match="no dataset for target kind 'cuda'"):
+        default_data_dir(cuda)
+
+
+def test_dataset_kind_reads_meta_json(tmp_path):
+    assert dataset_kind(str(tmp_path)) is None
+    target = json.dumps({"kind": "llvm", "mcpu": "haswell"})
+    _touch(str(tmp_path / "train" / "meta.json"), json.dumps({"target": target}))
+    assert dataset_kind(str(tmp_path)) == "llvm"
+    assert dataset_kind(str(tmp_path / "train")) == "llvm"
+    _touch(str(tmp_path / "heldout" / "meta.json"), "not json")
+    assert dataset_kind(str(tmp_path / "heldout")) is None

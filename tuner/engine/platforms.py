@@ -1,0 +1,92 @@
+"""Which dataset and checkpoint serve a target: one of each per platform.
+
+A dataset is measured for one platform, a target kind and the CPU (or GPU architecture)
+it compiles for, and lives in ``data/<platform>`` (e.g. ``data/llvm-icelake-server``);
+``train.py`` writes ``checkpoints/<platform>-<graph>.ckpt`` from it. When nothing is
+named, a target uses its own platform's dataset and checkpoint when this repository has
+them, and the shipped ones (:data:`metatune.config.SHIPPED_DATASET`) for the same target
+kind otherwise: a checkpoint trained on one CPU still ranks another's schedules, and
+loading it says so in one line (:meth:`tuner.models.cost_model.TrainedModel.platform_note`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from metatune.config import SHIPPED_DATASET, default_checkpoint, repo_path
+from metatune.errors import ConfigError
+
+
+def platform_id(target) -> str:
+    """The platform's name: target kind and CPU (or GPU architecture).
+
+    Args:
+        target: A ``tvm.target.Target``.
+
+    Returns:
+        e.g. ``"llvm-icelake-server"``, ``"llvm-generic"`` without an ``mcpu``.
+    """
+    attrs = target.attrs
+    return f"{target.kind.name}-{attrs.get('mcpu') or attrs.get('arch') or 'generic'}"
+
+
+def dataset_kind(data_dir: str) -> str | None:
+    """The target kind a dataset (or one of its splits) was measured for.
+
+    Args:
+        data_dir: ``data/<platform>`` or one of its splits (``.../train``).
+
+    Returns:
+        The kind (``"llvm"``), or ``None`` when no ``meta.json`` says.
+    """
+    for split in (data_dir, os.path.join(data_dir, "train")):
+        path = os.path.join(split, "meta.json")
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    target = json.load(f).get("target")
+                return str(json.loads(target)["kind"]) if target else None
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+    return None
+
+
+def _shipped_for(kind: str, what: str) -> str:
+    """The shipped platform's name, if it is of target kind ``kind``."""
+    if not SHIPPED_DATASET.startswith(f"{kind}-"):
+        raise ConfigError(
+            f"no {what} for target kind {kind!r} ships with MetaTune (the shipped one is "
+            f"{SHIPPED_DATASET}): measure one with python collect.py run "
+            f"target={kind}, then python train.py data_dir=data/<platform>")
+    return SHIPPED_DATASET
+
+
+def default_data_dir(target) -> str:
+    """The dataset a target uses when none is named: its own platform's, else the shipped
+    one of its kind.
+
+    Raises:
+        ConfigError: No dataset of the target's kind is here.
+    """
+    own = repo_path("data", platform_id(target))
+    if os.path.isfile(os.path.join(own, "train", "meta.json")):
+        return own
+    return repo_path("data", _shipped_for(str(target.kind.name), "dataset"))
+
+
+def default_checkpoint_for(target, graph: str) -> str:
+    """The checkpoint a target's MetaTune cost model loads when none is named: its own
+    platform's, else the shipped one of its kind.
+
+    Args:
+        target: A ``tvm.target.Target``.
+        graph: ``super`` or ``plain``.
+
+    Raises:
+        ConfigError: No checkpoint of the target's kind ships with MetaTune.
+    """
+    own = default_checkpoint(platform_id(target), graph)
+    if os.path.isfile(own):
+        return own
+    return default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph)
