@@ -23,7 +23,10 @@ Variants (train config overrides):
 - ``maml-rank`` / ``maml-mse+rank``: a pairwise ranking loss instead of / beside MSE;
 - ``maml-1-way``: tasks of one workload with 16 shots (as the tuner adapts: one task's
   measurements), 8 tasks per meta-batch;
-- ``1-way-rank-sgd``: one-workload tasks, MSE + rank loss and Meta-SGD together.
+- ``1-way-rank-sgd``: one-workload tasks, MSE + rank loss and Meta-SGD together;
+- ``maml-support-targets`` / ``1-way-support-targets``: meta-train on targets relative to
+  each workload's best support sample (``meta.targets=support``), as the tuner adapts
+  (relative to the best measured so far), not to the workload's best over all samples.
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
@@ -51,6 +54,9 @@ VARIANTS: dict[str, list[str]] = {
     "maml-1-way": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8"],
     "1-way-rank-sgd": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
                        "meta.adapt.loss=mse+rank", "meta.adapt.meta_sgd=true"],
+    "maml-support-targets": ["meta.targets=support"],
+    "1-way-support-targets": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
+                              "meta.targets=support"],
 }
 
 

@@ -13,7 +13,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
-from metatune.dataset import WorkloadSamples, load_split
+from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split
 
 
 def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,
@@ -49,10 +49,14 @@ class EpisodeDataset(IterableDataset):
         shots: Support samples per workload (K).
         queries: Query samples per workload.
         seed: Random seed.
+        targets: ``workload``: each sample's throughput relative to its workload's best
+            over every measured sample (the dataset's ``y``); ``support``: relative to the
+            best of the workload's support samples, as the tuner sees a task (relative to
+            the best measured so far; query targets may then exceed 1).
     """
 
     def __init__(self, workloads: list[WorkloadSamples], ways: int, shots: int, queries: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, targets: str = "workload") -> None:
         super().__init__()
         self.pool = [w for w in workloads if len(w.graphs) >= shots + queries]
         if not self.pool:
@@ -60,6 +64,9 @@ class EpisodeDataset(IterableDataset):
                              f"with {queries} queries: lower meta.shots / meta.queries")
         self.ways = min(ways, len(self.pool))
         self.shots, self.queries, self.seed = shots, queries, seed
+        if targets not in EPISODE_TARGETS:
+            raise ValueError(f"targets={targets!r}: choose one of {', '.join(EPISODE_TARGETS)}")
+        self.targets = targets
 
     def __iter__(self) -> Iterator[tuple]:
         from torch_geometric.data import Batch
@@ -71,7 +78,27 @@ class EpisodeDataset(IterableDataset):
                 picked = rng.sample(w.graphs, self.shots + self.queries)
                 support += picked[: self.shots]
                 query += picked[self.shots:]
-            yield Batch.from_data_list(support), Batch.from_data_list(query)
+            s, q = Batch.from_data_list(support), Batch.from_data_list(query)
+            if self.targets == "support":
+                s.y, q.y = support_relative(s.y, q.y, self.ways)
+            yield s, q
+
+
+def support_relative(support_y: torch.Tensor, query_y: torch.Tensor,
+                     ways: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rescale each workload's targets by its support samples' best.
+
+    Args:
+        support_y: ``ways * shots`` targets, workload by workload.
+        query_y: ``ways * queries`` targets, in the same workload order.
+        ways: Number of workloads.
+
+    Returns:
+        Both, divided by their workload's best support target (same shapes).
+    """
+    best = support_y.reshape(ways, -1).max(dim=1, keepdim=True).values
+    return ((support_y.reshape(ways, -1) / best).reshape(support_y.shape),
+            (query_y.reshape(ways, -1) / best).reshape(query_y.shape))
 
 
 def _rank() -> int:
@@ -95,6 +122,7 @@ class GraphDataModule(pl.LightningDataModule):
         val_fraction: Fraction of workloads (per kind) held for validation.
         batch_size: Graphs per supervised batch.
         ways, shots, queries: Episodic task shape.
+        targets: Episodic target normalization (:class:`EpisodeDataset`).
         tasks_per_batch: Tasks per meta-batch.
         val_tasks: Validation tasks per epoch.
         seed: Seed of the workload split and the samplers.
@@ -103,7 +131,7 @@ class GraphDataModule(pl.LightningDataModule):
     def __init__(self, split_dir: str, mode: str, cache_dir: str | None = None,
                  val_fraction: float = 0.15, batch_size: int = 64, ways: int = 5,
                  shots: int = 8, queries: int = 16, tasks_per_batch: int = 4,
-                 val_tasks: int = 16, seed: int = 0) -> None:
+                 val_tasks: int = 16, seed: int = 0, targets: str = "workload") -> None:
         super().__init__()
         self.save_hyperparameters()
         self.train_workloads: list[WorkloadSamples] = []
@@ -147,6 +175,6 @@ class GraphDataModule(pl.LightningDataModule):
         hp = self.hparams
         source = self.train_workloads if train else (self.val_workloads or self.train_workloads)
         data = EpisodeDataset(source, hp.ways, hp.shots, hp.queries,
-                              hp.seed if seed is None else seed)
+                              hp.seed if seed is None else seed, targets=hp.targets)
         return DataLoader(data, batch_size=hp.tasks_per_batch if train else 1,
                           collate_fn=_collate_tasks)

@@ -17,6 +17,7 @@ from typing import Any, Optional
 from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, REPO_ROOT,
                              check_graph, default_checkpoint, merge_config, repo_path,
                              repo_relative, resolve_path)
+from metatune.dataset import EPISODE_TARGETS
 from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig
 from metatune.provenance import machine_info
@@ -78,6 +79,7 @@ class MetaConfig:
     shots: int = 8
     queries: int = 16
     tasks_per_batch: int = 4
+    targets: str = "workload"
     beta: float = 1e-3
     adapt: AdaptConfig = field(default_factory=AdaptConfig)
     first_order: bool = False
@@ -94,6 +96,9 @@ class MetaConfig:
         _check_count("meta.steps", self.steps, zero=True)
         for key in ("ways", "shots", "queries"):
             _check_count(f"meta.{key}", getattr(self, key))
+        if self.targets not in EPISODE_TARGETS:
+            raise ConfigError(f"meta.targets={self.targets!r}: choose one of "
+                              f"{', '.join(EPISODE_TARGETS)}")
 
 
 @dataclass
@@ -102,8 +107,8 @@ class TrainConfig:
 
     Made (by :func:`load_train_config`, or directly), the paths are absolute: a given one
     resolved against the current directory, one left ``None`` the repository's
-    (``data/llvm-icelake-server``, ``work/cache``, ``runs/train``, and ``checkpoints/<dataset>-<graph>.ckpt``
-    for ``out``).
+    (``data/llvm-icelake-server``, ``work/cache``, ``runs/train``, and
+    ``checkpoints/<dataset>-<graph>.ckpt`` for ``out``).
     """
 
     data_dir: Optional[str] = None
@@ -191,7 +196,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     dm = GraphDataModule(
         os.path.join(cfg.data_dir, "train"), cfg.graph, cfg.cache_dir,
         cfg.data.val_fraction, cfg.data.batch_size, m.ways, m.shots, m.queries,
-        m.tasks_per_batch, m.val_tasks, cfg.seed)
+        m.tasks_per_batch, m.val_tasks, cfg.seed, targets=m.targets)
     dm.setup()
     logger.info("%d training and %d validation workloads", len(dm.train_workloads),
                 len(dm.val_workloads))

@@ -42,6 +42,11 @@ class WorkloadSamples:
     graphs: list = field(default_factory=list)
 
 
+#: How meta-training's episodic targets are normalized
+#: (:class:`datamodules.graphs.EpisodeDataset`): relative to the workload's best over all
+#: its samples, or to the best of the task's support samples (as the tuner sees a task).
+EPISODE_TARGETS = ("workload", "support")
+
 def relative_throughput(seconds: list[float]) -> list[float]:
     """``best / s`` for each run time ``s``: 1.0 for the best candidate."""
     best = min(seconds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from datamodules.graphs import EpisodeDataset, split_workloads
+from datamodules.graphs import EpisodeDataset, split_workloads, support_relative
 from lightning_modules.app import load_train_config, run_train
 from lightning_modules.meta import MetaModule
 from metatune.dataset import load_split
@@ -45,6 +45,13 @@ def test_splits_are_disjoint_by_workload(tiny_data):
     assert support.num_graphs == 4 and query.num_graphs == 6
 
 
+def test_support_relative_targets_scale_each_workload_by_its_support_best():
+    s, q = support_relative(torch.tensor([0.5, 0.25, 1.0, 0.8]),
+                            torch.tensor([1.0, 0.1, 0.4, 0.9]), ways=2)
+    assert torch.allclose(s, torch.tensor([1.0, 0.5, 1.0, 0.8]))
+    assert torch.allclose(q, torch.tensor([2.0, 0.2, 0.4, 0.9]))  # may exceed 1, as online
+
+
 def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     result = run_train(load_train_config(overrides=_overrides(tiny_data, fast_dev_run=True)))
     result = run_train(load_train_config(overrides=_overrides(tiny_data)))
@@ -75,7 +82,7 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
 
 @pytest.mark.parametrize("override, message", [
     ("meta.nope=1", "nope"), ("graph=fancy", "super or plain"), ("meta.shots=0", "positive"),
-    ("pretrain.lr=fast", "lr"),
+    ("pretrain.lr=fast", "lr"), ("meta.targets=best", "workload, support"),
 ])
 def test_bad_config(override, message):
     with pytest.raises(ConfigError, match=message):
