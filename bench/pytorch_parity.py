@@ -131,20 +131,35 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
 CONV_FIELDS = ("layer", "flops", "torch_ms", "shape")
 
 
-def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
-    """Pair each PyTorch conv with the tuned conv task of the same FLOP count.
+def _same_conv(conv: dict, task: dict) -> bool:
+    """Whether a task's first two arguments are the conv's NCHW input and OIHW weight."""
+    args = task.get("args") or []
+    if len(conv["shape"]) != 6 or len(args) < 2:
+        return False
+    cin, cout, k, _stride, groups, size = conv["shape"]
+    return (args[0] == [1, cin, size, size]
+            and args[1] == [cout, cin // groups, k, k])
 
-    A fused TVM task adds bias and activation FLOPs to its conv's, so a conv task within
-    10 % is taken as the same convolution, but only when it is the only one: convs of
-    different shapes with equal FLOPs (resnet-18's 3x3 convs) are left unpaired rather
-    than guessed.
+
+def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
+    """Pair each PyTorch conv with the tuned conv task of the same shapes.
+
+    A task whose input and weight shapes are the conv's (``args`` in the report) is the
+    same convolution. Reports written before the shapes were recorded fall back to the
+    FLOP count: a fused TVM task adds bias and activation FLOPs to its conv's, so a conv
+    task within 10 % is taken as the same convolution; in both cases only when one task
+    alone matches (convs of different shapes with equal FLOPs are left unpaired rather
+    than guessed).
     """
     import math
 
     conv_tasks = [t for t in tasks if "conv" in t["name"] and t["flops"] > 0]
     rows = []
     for c in convs:
-        near = [t for t in conv_tasks if abs(math.log(t["flops"] / c["flops"])) <= math.log(1.1)]
+        near = [t for t in conv_tasks if _same_conv(c, t)]
+        if not near and not any(t.get("args") for t in conv_tasks):
+            near = [t for t in conv_tasks
+                    if abs(math.log(t["flops"] / c["flops"])) <= math.log(1.1)]
         best = near[0] if len(near) == 1 else None
         tvm_ms = best["best_ms"] if best else None
         rows.append({**c, "task": best["name"] if best else None, "tvm_ms": tvm_ms,
@@ -227,9 +242,9 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
     if conv_rows:
         lines += ["", "## Each convolution against oneDNN", "",
                   "Every conv layer timed alone in PyTorch (oneDNN, same threads), beside the "
-                  "best measured schedule of its TVM task (matched by FLOPs, when one task "
-                  "alone matches; the task adds bias and activation), seed 0 at the largest "
-                  "budget run.", "",
+                  "best measured schedule of its TVM task (matched by input and weight shapes, "
+                  "or by FLOPs in records that lack the shapes, when one task alone matches; "
+                  "the task adds bias and activation), seed 0 at the largest budget run.", "",
                   "| network | layer | in, out, k, stride, groups, size | MFLOP | TVM task | "
                   "TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -238,7 +253,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
             lines.append(f"| {net} | {c['layer']} | {', '.join(map(str, c['shape']))} | "
                          f"{c['flops'] / 1e6:.0f} | "
                          + (f"{c['task']} ({c['schedule']})" if c["task"] else
-                            f"- ({c.get('candidates', 0)} tasks of these FLOPs)")
+                            f"- ({c.get('candidates', 0)} tasks match)")
                          + f" | {_fmt(c['tvm_gflops'])} | "
                          f"{_fmt(c['torch_gflops'])} | {_fmt(ratio, 2)} |")
     lines.append("")

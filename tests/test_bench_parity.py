@@ -29,6 +29,17 @@ def test_convs_pair_with_the_task_of_nearest_flops():
     assert rows[1]["task"] is None and rows[1]["tvm_gflops"] is None  # nothing within 10 %
 
 
+def test_convs_pair_with_the_task_of_the_same_shapes():
+    conv = {"layer": "layer1.0.conv1", "flops": 2.3e8, "torch_ms": 2.0,
+            "shape": [64, 64, 3, 1, 1, 56]}
+    same_flops = {"name": "fused_conv2d3_add3", "flops": 2.3e8, "best_ms": 9.0,
+                  "args": [[1, 128, 28, 28], [128, 128, 3, 3], [1, 128, 28, 28]]}
+    match = {"name": "fused_conv2d1_add1_relu1", "flops": 2.3e8, "best_ms": 1.0,
+             "args": [[1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 1, 1], [1, 64, 56, 56]]}
+    (row,) = parity.match_tasks([conv], [same_flops, match])
+    assert row["task"] == "fused_conv2d1_add1_relu1" and row["tvm_gflops"] == 230.0
+
+
 def test_page_states_the_goals(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -50,8 +50,8 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
         "rounds": outcome.rounds,
         "predict_seconds": round(outcome.predict_seconds, 2),
         "tasks": [
-            {"name": t.name, "flops": t.flops, "weight": t.weight, "best_ms": b,
-             "schedule": source}
+            {"name": t.name, "flops": t.flops, "weight": t.weight, "args": t.arg_shapes,
+             "best_ms": b, "schedule": source}
             for t, b, source in zip(tasks, outcome.best_ms,
                                     schedule_sources(tasks, database, work_dir))
         ],

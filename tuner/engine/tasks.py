@@ -32,6 +32,12 @@ class TaskInfo:
         """Whether the task is a convolution (the paper's subject)."""
         return "conv" in self.name
 
+    @property
+    def arg_shapes(self) -> list[list[int]]:
+        """The shapes of the task function's buffers, in argument order (inputs, then the
+        output): e.g. a fused conv2d's data, weight (before packing), bias, output."""
+        return [[int(d) for d in p.shape] for p in self.extracted.mod["main"].params]
+
 
 #: Data layouts a network's convolutions can be converted to before lowering.
 LAYOUTS = ("NCHW", "NHWC")
