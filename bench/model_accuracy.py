@@ -105,6 +105,17 @@ def _markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def data_target(split_dir: str) -> str:
+    """The target a split was measured for, as ``resolve_target`` takes it (its kind,
+    ``mcpu`` and cores; ``llvm`` for this machine when ``meta.json`` does not say)."""
+    try:
+        with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
+            spec = json.loads(json.load(f)["target"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "llvm"
+    return json.dumps({k: spec[k] for k in ("kind", "mcpu", "num-cores") if k in spec})
+
+
 def validation_workloads(checkpoint: str) -> list[str]:
     """The validation workloads a checkpoint was trained beside (its ``.json`` sidecar)."""
     sidecar = os.path.splitext(checkpoint)[0] + ".json"
@@ -142,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
     specs = [m.split("=", 1) for m in args.model] or [
         ["metatune-super", default_checkpoint(dataset, "super")],
         ["metatune-plain", default_checkpoint(dataset, "plain")]]
-    info = resolve_target("llvm")
+    info = resolve_target(data_target(os.path.join(args.data, "heldout")))
     load_tensor_intrinsics(("llvm",))
     models = {name: load_model(path, graph=None) for name, path in specs}
     for model in models.values():
