@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> None:
                                               ckpt_dir=ckpt_dir, pretrained=base,
                                               extra=args.train)
     models = [f"--model={name}={checkpoints[name]}" for name in args.variants]
-    val = model_accuracy.main([
-        "--data", data, "--split", "val", "--no-xgb", "--ks", "0", "8", "16", "32", "--query", "24",
-        "--out", args.out + "-val",
+    val = model_accuracy.main([  # the fixed settings last: every workload has 64 samples
+        *models, *accuracy_args, "--data", data, "--split", "val", "--no-xgb",
+        "--ks", "0", "8", "16", "32", "--query", "24", "--out", args.out + "-val",
         "--title", f"Adaptation ablation ({args.graph} graph): choosing on the validation "
-                   "workloads", *models, *accuracy_args])
+                   "workloads"])
     winner = choose(val["summary"])
     print(f"chosen on the validation workloads: {winner}", flush=True)
     model_accuracy.main([
@@ -127,9 +127,15 @@ def choose(summary: dict) -> str:
     Args:
         summary: :func:`tuner.app.accuracy.summarize` of the validation run.
     """
-    def score(per_k: dict) -> float:
-        return sum(v["pairwise"]["median"] for v in per_k.values()) / len(per_k)
+    import math
 
+    def score(per_k: dict) -> float:
+        values = [v["pairwise"]["median"] for v in per_k.values()]
+        mean = sum(values) / len(values) if values else math.nan
+        return -math.inf if math.isnan(mean) else mean
+
+    if not summary:
+        raise SystemExit("no variant was evaluated on the validation workloads")
     return max(summary, key=lambda name: score(summary[name]))
 
 

@@ -1,4 +1,5 @@
-"""Cost-model accuracy on the held-out network convolutions after k measured samples.
+"""Cost-model accuracy on the held-out network convolutions after k measured samples
+(or, with ``--split val``, on the checkpoints' validation workloads, to choose settings).
 
 MetaTune checkpoints (by default the shipped super-graph and plain ones; any others, such
 as the adaptation ablations, with ``--model NAME=PATH``) against MetaSchedule's XGBoost
@@ -47,9 +48,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=os.path.relpath(DEFAULT_DATA_DIR, REPO),
                    help="dataset (train/ and heldout/)")
     p.add_argument("--split", default="heldout", choices=("heldout", "val"),
-                   help="heldout: the network convolutions (report on these); val: the first "
-                        "checkpoint's validation workloads of the training split (choose "
-                        "settings on these, never on the held-out ones)")
+                   help="heldout: the network convolutions (report on these); val: the "
+                        "checkpoints' validation workloads of the training split (choose "
+                        "settings on these, never on the held-out ones; with --no-xgb)")
     p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
@@ -106,25 +107,47 @@ def _markdown(doc: dict) -> str:
 
 
 def data_target(split_dir: str) -> str:
-    """The target a split was measured for, as ``resolve_target`` takes it (its kind,
-    ``mcpu`` and cores; ``llvm`` for this machine when ``meta.json`` does not say)."""
-    try:
-        with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
-            spec = json.loads(json.load(f)["target"])
-    except (OSError, ValueError, KeyError, TypeError):
+    """The target a split was measured for, as ``resolve_target`` takes it (``llvm``, this
+    machine, when its ``meta.json`` does not say)."""
+    from tuner.engine.platforms import dataset_target
+
+    spec = dataset_target(split_dir)
+    if not spec:
         return "llvm"
-    return json.dumps({k: spec[k] for k in ("kind", "mcpu", "num-cores") if k in spec})
+    keep = ("kind", "mcpu", "mtriple", "mattr", "arch", "num-cores")
+    return json.dumps({k: spec[k] for k in keep if k in spec})
 
 
-def validation_workloads(checkpoint: str) -> list[str]:
-    """The validation workloads a checkpoint was trained beside (its ``.json`` sidecar)."""
-    sidecar = os.path.splitext(checkpoint)[0] + ".json"
-    try:
-        with open(sidecar, encoding="utf-8") as f:
-            return list(json.load(f)["data"]["val_workloads"])
-    except (OSError, ValueError, KeyError) as err:
-        raise SystemExit(f"--split val: cannot read the validation workloads of {checkpoint} "
-                         f"from {sidecar} ({err}); train it with train.py, which writes it")
+def validation_workloads(checkpoints: list[str], data: str) -> list[str]:
+    """The validation workloads the checkpoints were trained beside (their ``.json``
+    sidecars), which must agree and come from ``data``.
+
+    Raises:
+        SystemExit: A sidecar is unreadable, names no validation workload, another dataset,
+            or other workloads than the first checkpoint's.
+    """
+    names: list[str] | None = None
+    for checkpoint in checkpoints:
+        sidecar = os.path.splitext(checkpoint)[0] + ".json"
+        try:
+            with open(sidecar, encoding="utf-8") as f:
+                meta = json.load(f)["data"]
+            found, trained_on = list(meta["val_workloads"]), meta["dir"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"--split val: cannot read the validation workloads of "
+                             f"{checkpoint} from {sidecar} ({err}); train it with train.py, "
+                             "which writes it") from err
+        if os.path.normpath(trained_on) != os.path.normpath(os.path.relpath(data, REPO)):
+            raise SystemExit(f"--split val: {checkpoint} was trained on {trained_on}, not "
+                             f"--data {data}: its validation workloads are {trained_on}'s")
+        if not found:
+            raise SystemExit(f"--split val: {checkpoint} was trained without validation "
+                             "workloads (data.val_fraction=0)")
+        if names is not None and sorted(found) != sorted(names):
+            raise SystemExit(f"--split val: {checkpoint} has other validation workloads than "
+                             f"{checkpoints[0]}: train both with the same seed and data")
+        names = found if names is None else names
+    return names or []
 
 
 def _describe(cfg) -> str:
@@ -151,19 +174,26 @@ def main(argv: list[str] | None = None) -> dict:
 
     dataset = os.path.basename(os.path.normpath(args.data))
     specs = [m.split("=", 1) for m in args.model] or [
-        ["metatune-super", default_checkpoint(dataset, "super")],
-        ["metatune-plain", default_checkpoint(dataset, "plain")]]
-    info = resolve_target(data_target(os.path.join(args.data, "heldout")))
-    load_tensor_intrinsics(("llvm",))
+        ["metatune-super", default_checkpoint(dataset, graph="super")],
+        ["metatune-plain", default_checkpoint(dataset, graph="plain")]]
+    val = args.split == "val"
+    if val and not args.no_xgb:
+        raise SystemExit("--split val: xgb-Xfer's base model is trained on the whole training "
+                         "split, these workloads included; pass --no-xgb")
+    split_dir = os.path.join(args.data, "train" if val else "heldout")
+    info = resolve_target(data_target(split_dir))
+    load_tensor_intrinsics((info.kind,))
     models = {name: load_model(path, graph=None) for name, path in specs}
     for model in models.values():
         model.inner.override(steps=args.adapt_steps, lr=args.adapt_lr)
     start = time.perf_counter()
-    names = validation_workloads(specs[0][1]) if args.split == "val" else None
-    workloads = load_eval_workloads(os.path.join(args.data, "train" if names else "heldout"),
-                                    tuple(sorted({m.graph for m in models.values()})),
+    names = validation_workloads([p for _, p in specs], args.data) if val else None
+    workloads = load_eval_workloads(split_dir, tuple(sorted({m.graph for m in models.values()})),
                                     min_samples=args.query + max(args.ks), limit=args.limit,
                                     names=names)
+    if not workloads:
+        raise SystemExit(f"no {args.split} workload has {args.query + max(args.ks)} valid "
+                         "samples: lower --query or the largest of --ks")
     logging.info("%d %s workloads loaded in %.0f s", len(workloads), args.split,
                  time.perf_counter() - start)
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}

@@ -89,8 +89,9 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
     """Every conv of the network timed alone in PyTorch (oneDNN), batch-norm folded.
 
     Returns:
-        One row per conv layer: ``layer``, ``shape`` (in, out, kernel, stride, groups),
-        ``flops`` and ``torch_ms`` (median of ``repeat`` runs, as ``tune.py`` times PyTorch).
+        One row per conv layer: ``layer``, ``shape`` (in, out, kernel, stride, groups,
+        input size), ``out_size``, ``flops`` and ``torch_ms`` (median of ``repeat`` runs,
+        as ``tune.py`` times PyTorch).
     """
     import torch
 
@@ -123,41 +124,47 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
             torch_ms = time_torch(conv, x.numpy(), repeat, num_threads).median_ms
             rows.append({"layer": name, "flops": flops, "torch_ms": torch_ms,
                          "shape": [conv.in_channels, conv.out_channels, kh,
-                                   conv.stride[0], conv.groups, x.shape[-1]]})
+                                   conv.stride[0], conv.groups, x.shape[-1]],
+                         "out_size": int(y.shape[-1])})
     return rows
 
 
 #: The measured fields of a conv row (the rest is its pairing with a task).
-CONV_FIELDS = ("layer", "flops", "torch_ms", "shape")
+CONV_FIELDS = ("layer", "flops", "torch_ms", "shape", "out_size")
 
 
 def _same_conv(conv: dict, task: dict) -> bool:
-    """Whether a task's first two arguments are the conv's NCHW input and OIHW weight."""
+    """Whether a task's first two arguments are the conv's NCHW input and OIHW weight, and
+    its output (the last argument) has the conv's output size (when recorded)."""
     args = task.get("args") or []
-    if len(conv["shape"]) != 6 or len(args) < 2:
+    if len(conv["shape"]) != 6 or len(args) < 3:
         return False
     cin, cout, k, _stride, groups, size = conv["shape"]
-    return (args[0] == [1, cin, size, size]
-            and args[1] == [cout, cin // groups, k, k])
+    out = conv.get("out_size")
+    return (args[0] == [1, cin, size, size] and args[1] == [cout, cin // groups, k, k]
+            and (out is None or args[-1][-2:] == [out, out]))
 
 
 def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
     """Pair each PyTorch conv with the tuned conv task of the same shapes.
 
-    A task whose input and weight shapes are the conv's (``args`` in the report) is the
-    same convolution. Reports written before the shapes were recorded fall back to the
-    FLOP count: a fused TVM task adds bias and activation FLOPs to its conv's, so a conv
-    task within 10 % is taken as the same convolution; in both cases only when one task
-    alone matches (convs of different shapes with equal FLOPs are left unpaired rather
-    than guessed).
+    A task whose input, weight and output shapes are the conv's (``args`` in the report)
+    is the same convolution; when several are (the same conv fused with and without a
+    residual add), the one with the fewest arguments (the plain epilogue) stands for it.
+    Reports without the shapes (older ones), and layouts they do not match (NHWC), fall
+    back to the FLOP count: a fused TVM task adds bias and activation FLOPs to its conv's,
+    so a conv task within 10 % is taken as the same convolution, only when it is the only
+    one (convs of different shapes with equal FLOPs are left unpaired rather than guessed).
     """
     import math
 
     conv_tasks = [t for t in tasks if "conv" in t["name"] and t["flops"] > 0]
     rows = []
     for c in convs:
-        near = [t for t in conv_tasks if _same_conv(c, t)]
-        if not near and not any(t.get("args") for t in conv_tasks):
+        near = sorted((t for t in conv_tasks if _same_conv(c, t)), key=lambda t: len(t["args"]))
+        if near:
+            near = near[:1]
+        else:
             near = [t for t in conv_tasks
                     if abs(math.log(t["flops"] / c["flops"])) <= math.log(1.1)]
         best = near[0] if len(near) == 1 else None

@@ -141,8 +141,8 @@ class TrainConfig:
         self.log_dir = (resolve_path(self.log_dir) if self.log_dir
                         else repo_path("runs", "train"))
         dataset = os.path.basename(os.path.normpath(self.data_dir))
-        self.out = resolve_path(self.out) if self.out else default_checkpoint(dataset,
-                                                                              self.graph)
+        self.out = resolve_path(self.out) if self.out else default_checkpoint(
+            dataset, graph=self.graph)
 
 
 def _check_count(key: str, value: int, *, zero: bool = False) -> None:
@@ -292,7 +292,9 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
             "train_samples": sum(len(w.graphs) for w in dm.train_workloads),
             "val_samples": sum(len(w.graphs) for w in dm.val_workloads),
         },
-        "target": "relative throughput: best run time of the workload / candidate's run time",
+        "target": ("relative throughput: best run time of the workload / candidate's run time"
+                   + ("; in meta-training, of the task's support samples"
+                      if cfg.meta.targets == "support" else "")),
         "metrics": metrics,
         "config": {**asdict(cfg), **{k: repo_relative(getattr(cfg, k)) for k in PATH_KEYS}},
     }

@@ -173,7 +173,7 @@ def _check_yaml_file(path: str, what: str) -> None:
                           f"keys; {hint}")
 
 
-def default_checkpoint(dataset: str = SHIPPED_DATASET, graph: str = DEFAULT_GRAPH) -> str:
+def default_checkpoint(dataset: str = SHIPPED_DATASET, *, graph: str = DEFAULT_GRAPH) -> str:
     """The checkpoint ``train.py`` writes by default: ``checkpoints/<dataset>-<graph>.ckpt``.
 
     Args:

@@ -47,6 +47,7 @@ class WorkloadSamples:
 #: its samples, or to the best of the task's support samples (as the tuner sees a task).
 EPISODE_TARGETS = ("workload", "support")
 
+
 def relative_throughput(seconds: list[float]) -> list[float]:
     """``best / s`` for each run time ``s``: 1.0 for the best candidate."""
     best = min(seconds)

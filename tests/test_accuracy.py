@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
+from metatune.config import DEFAULT_DATA_DIR
 from tuner.app.accuracy import EvalWorkload, evaluate, relative_targets, split_indices, summarize
 from tuner.models.xgb_transfer import _discount
 
@@ -90,4 +93,4 @@ def test_xfer_refuses_data_of_another_target():
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
     with pytest.raises(ConfigError, match="collect data for cuda"):
         make_cost_model("xgb-xfer", num_cores=1,
-                        xfer=XferConfig(data="data/llvm-icelake-server/train"), target=cuda)
+                        xfer=XferConfig(data=os.path.join(DEFAULT_DATA_DIR, "train")), target=cuda)

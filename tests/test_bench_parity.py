@@ -36,7 +36,10 @@ def test_convs_pair_with_the_task_of_the_same_shapes():
                   "args": [[1, 128, 28, 28], [128, 128, 3, 3], [1, 128, 28, 28]]}
     match = {"name": "fused_conv2d1_add1_relu1", "flops": 2.3e8, "best_ms": 1.0,
              "args": [[1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 1, 1], [1, 64, 56, 56]]}
-    (row,) = parity.match_tasks([conv], [same_flops, match])
+    residual = {"name": "fused_conv2d1_add1_add2_relu1", "flops": 2.4e8, "best_ms": 1.1,
+                "args": [[1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 1, 1], [1, 64, 56, 56],
+                         [1, 64, 56, 56]]}
+    (row,) = parity.match_tasks([conv], [same_flops, residual, match])
     assert row["task"] == "fused_conv2d1_add1_relu1" and row["tvm_gflops"] == 230.0
 
 

@@ -56,7 +56,7 @@ def test_yaml_files_list_the_schema_defaults():
 def test_one_default_per_setting():
     tune, train = TuneConfig(), TrainConfig()
     assert tune.metatune.graph == train.graph == DEFAULT_GRAPH
-    assert train.out == default_checkpoint(SHIPPED_DATASET, DEFAULT_GRAPH)
+    assert train.out == default_checkpoint(SHIPPED_DATASET, graph=DEFAULT_GRAPH)
     # the tuner adapts as the checkpoint was meta-trained to adapt (no second default)
     assert tune.metatune.adapt_steps is None and tune.metatune.adapt_lr is None
     assert train.meta.adapt == AdaptConfig()
@@ -108,7 +108,7 @@ def test_relative_paths_are_relative_to_the_current_directory(tmp_path, monkeypa
     assert (train.data_dir, train.cache_dir, train.log_dir, train.out) == tuple(
         str(tmp_path / p) for p in ("d/arm", "c", "r", "o.ckpt"))
     assert load_train_config(overrides=["data_dir=d/arm", "graph=plain"]).out == \
-        default_checkpoint("arm", "plain")
+        default_checkpoint("arm", graph="plain")
 
 
 def test_null_paths_are_the_repositorys_from_any_directory(tmp_path, monkeypatch):

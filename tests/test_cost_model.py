@@ -73,18 +73,18 @@ def test_shipped_checkpoint_loads_for_real_and_refuses_the_other_graph_mode():
     from metatune.config import default_checkpoint
     from metatune.graph import FEATURE_VERSION
 
-    model = load_model(default_checkpoint("super"), graph="super")
+    model = load_model(default_checkpoint(graph="super"), graph="super")
     assert model.graph == "super" and model.inner.cfg.steps >= 1
     assert sum(p.numel() for p in model.net.parameters()) > 1000
     with pytest.raises(CheckpointError, match="trained on super graphs, not plain"):
-        load_net(default_checkpoint("super"), graph="plain")
+        load_net(default_checkpoint(graph="super"), graph="plain")
     assert FEATURE_VERSION >= 1
 
 
 def test_checkpoint_of_another_feature_version_is_refused(tmp_path):
     from metatune.config import default_checkpoint
 
-    blob = torch.load(default_checkpoint("plain"), map_location="cpu",
+    blob = torch.load(default_checkpoint(graph="plain"), map_location="cpu",
                       weights_only=False)
     blob["hyper_parameters"]["feature_version"] = 0
     old = tmp_path / "old.ckpt"
@@ -97,7 +97,7 @@ def test_checkpoint_from_another_cpu_loads_with_a_note():
     from metatune.config import default_checkpoint
     from tvm.target import Target
 
-    model = load_model(default_checkpoint("super"), graph="super")
+    model = load_model(default_checkpoint(graph="super"), graph="super")
     assert model.platform.get("target")  # where its training data was measured
     here = Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
     note = model.platform_note(here)

@@ -58,3 +58,19 @@ def test_dataset_kind_reads_meta_json(tmp_path):
     assert dataset_kind(str(tmp_path / "train")) == "llvm"
     _touch(str(tmp_path / "heldout" / "meta.json"), "not json")
     assert dataset_kind(str(tmp_path / "heldout")) is None
+
+
+def test_the_run_names_the_checkpoint_and_data_it_uses(tmp_path, monkeypatch):
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import with_model_sources
+    from tuner.engine.targets import resolve_target
+
+    info = resolve_target('{"kind": "llvm", "mcpu": "haswell"}')
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    cfg = with_model_sources(load_tune_config(overrides=["preset=meta-BO"]), info)
+    assert cfg.metatune.checkpoint == str(tmp_path / "checkpoints" /
+                                          f"{SHIPPED_DATASET}-plain.ckpt")
+    cfg = with_model_sources(load_tune_config(overrides=["preset=xgb-Xfer"]), info)
+    assert cfg.xfer.data == str(tmp_path / "data" / SHIPPED_DATASET / "train")
+    named = load_tune_config(overrides=["metatune.checkpoint=/x.ckpt"])
+    assert with_model_sources(named, info).metatune.checkpoint == "/x.ckpt"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 from metatune.device import resolve_device
@@ -20,6 +21,24 @@ from tuner.engine.database import RECORD_FILE
 from tuner.engine.rpc import check_tracker
 
 SETTINGS_FILE = "settings.json"
+
+
+def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
+    """The configuration with the cost model's checkpoint and xgb-xfer's data named: the
+    ones a run left ``None`` become the target's own platform's, else the shipped ones of
+    its kind (:mod:`tuner.engine.platforms`), so the report records what was used.
+
+    Raises:
+        ConfigError: Nothing of the target's kind ships, and none was named.
+    """
+    from tuner.engine.platforms import default_checkpoint_for, default_data_dir
+
+    m, x = cfg.metatune, cfg.xfer
+    if cfg.cost_model == "metatune" and not m.checkpoint and not m.from_scratch:
+        m = replace(m, checkpoint=default_checkpoint_for(target_info.target, m.graph))
+    if cfg.cost_model == "xgb-xfer" and not x.data:
+        x = replace(x, data=os.path.join(default_data_dir(target_info.target), "train"))
+    return replace(cfg, metatune=m, xfer=x)
 
 
 def check_inputs(cfg: TuneConfig, target_info) -> None:
@@ -33,6 +52,7 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
         UnknownNetworkError: ``network`` is not built in (and no ONNX file or model given).
         ModelImportError: The ONNX file does not exist.
         tuner.models.cost_model.CheckpointError: The MetaTune checkpoint is missing or unloadable.
+        ConfigError: No checkpoint named, and none of the target's kind ships.
         RunnerUnavailableError: ``runner.kind=rpc`` without a tracker or a server under the key.
         DeviceUnavailableError: ``device`` names a GPU torch does not see.
     """
@@ -48,11 +68,9 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
             builtin_module(cfg.network)  # raises UnknownNetworkError with the choices
     m = cfg.metatune
     if cfg.cost_model == "metatune" and not m.from_scratch:
-        from tuner.engine.platforms import default_checkpoint_for
         from tuner.models.cost_model import load_net
 
-        load_net(m.checkpoint or default_checkpoint_for(target_info.target, m.graph),
-                 graph=m.graph)
+        load_net(with_model_sources(cfg, target_info).metatune.checkpoint, graph=m.graph)
     resolve_device(cfg.device)
     if cfg.runner.kind == "rpc":
         check_tracker(cfg.runner.rpc)

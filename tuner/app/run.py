@@ -11,7 +11,7 @@ from metatune.config import repo_path
 from tuner.app.config import EvaluateConfig, TuneConfig
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
-from tuner.app.preflight import check_inputs, check_resume
+from tuner.app.preflight import check_inputs, check_resume, with_model_sources
 from tuner.engine.database import ensure_work_dir, open_database
 from tuner.engine.evaluate import check_output, compile_network, compile_untuned, time_torch
 from tuner.engine.networks import load_network
@@ -62,6 +62,7 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
     """
     setup_logging(cfg.log_level)
     target_info = resolve_target(cfg.target, cfg.num_cores)
+    cfg = with_model_sources(cfg, target_info)  # the report names the checkpoint and data
     check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
     work_dir = default_work_dir(cfg, _network_label(cfg))
     ensure_work_dir(work_dir)

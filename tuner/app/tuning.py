@@ -109,8 +109,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         if measured not in (kind, None):
             raise ConfigError(
                 f"xgb-xfer pre-trains on {data}, measured for target kind {measured}, not "
-                f"{kind}: collect data for {kind} (python collect.py run target={kind}) "
-                f"and pass xfer.data=data/<platform>/train")
+                f"{kind}: collect data for {kind} (python collect.py run target={kind}); "
+                "a dataset of the target's own platform is then found by itself")
         base = base_booster(data, target, num_cores, x.cache_dir)
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":

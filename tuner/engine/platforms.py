@@ -27,29 +27,37 @@ def platform_id(target) -> str:
     Returns:
         e.g. ``"llvm-icelake-server"``, ``"llvm-generic"`` without an ``mcpu``.
     """
-    attrs = target.attrs
+    attrs = getattr(target, "attrs", None) or {}
     return f"{target.kind.name}-{attrs.get('mcpu') or attrs.get('arch') or 'generic'}"
 
 
-def dataset_kind(data_dir: str) -> str | None:
-    """The target kind a dataset (or one of its splits) was measured for.
+def dataset_target(data_dir: str) -> dict | None:
+    """The target a dataset (or one of its splits) was measured for, from its ``meta.json``.
 
     Args:
         data_dir: ``data/<platform>`` or one of its splits (``.../train``).
 
     Returns:
-        The kind (``"llvm"``), or ``None`` when no ``meta.json`` says.
+        TVM's target dict (``kind``, ``mcpu``, ``num-cores``, ...), or ``None`` when no
+        readable ``meta.json`` says.
     """
     for split in (data_dir, os.path.join(data_dir, "train")):
         path = os.path.join(split, "meta.json")
         if os.path.isfile(path):
             try:
                 with open(path, encoding="utf-8") as f:
-                    target = json.load(f).get("target")
-                return str(json.loads(target)["kind"]) if target else None
-            except (OSError, ValueError, KeyError, TypeError):
+                    target = json.loads(json.load(f)["target"])
+                return target if isinstance(target, dict) and "kind" in target else None
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 return None
     return None
+
+
+def dataset_kind(data_dir: str) -> str | None:
+    """The target kind a dataset (or one of its splits) was measured for (``None``: not
+    said)."""
+    target = dataset_target(data_dir)
+    return str(target["kind"]) if target else None
 
 
 def _shipped_for(kind: str, what: str) -> str:
@@ -86,7 +94,7 @@ def default_checkpoint_for(target, graph: str) -> str:
     Raises:
         ConfigError: No checkpoint of the target's kind ships with MetaTune.
     """
-    own = default_checkpoint(platform_id(target), graph)
+    own = default_checkpoint(platform_id(target), graph=graph)
     if os.path.isfile(own):
         return own
-    return default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph)
+    return default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph=graph)

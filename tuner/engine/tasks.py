@@ -35,8 +35,16 @@ class TaskInfo:
     @property
     def arg_shapes(self) -> list[list[int]]:
         """The shapes of the task function's buffers, in argument order (inputs, then the
-        output): e.g. a fused conv2d's data, weight (before packing), bias, output."""
-        return [[int(d) for d in p.shape] for p in self.extracted.mod["main"].params]
+        output): e.g. a fused conv2d's data, weight (before packing), bias, output. A
+        symbolic dimension is given as its name; a scalar argument as ``[]``."""
+        def dim(d) -> int | str:
+            try:
+                return int(d)
+            except (TypeError, ValueError):
+                return str(d)
+
+        return [[dim(d) for d in getattr(p, "shape", None) or []]
+                for p in self.extracted.mod["main"].params]
 
 
 #: Data layouts a network's convolutions can be converted to before lowering.

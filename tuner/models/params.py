@@ -17,8 +17,9 @@ class MetaTuneModelConfig:
     """The MetaTune cost model (``cost_model=metatune``).
 
     Attributes:
-        checkpoint: The meta-trained network (``None``: the target kind's shipped one,
-            :func:`metatune.config.default_checkpoint`); made absolute when set.
+        checkpoint: The meta-trained network (``None``: the target's own platform's when
+            this repository has it, else the shipped one of its kind; see
+            :func:`tuner.engine.platforms.default_checkpoint_for`); made absolute when set.
         graph: ``super`` or ``plain``: the graph mode the checkpoint was trained with.
         from_scratch: No checkpoint: start from random weights, learn online only.
         adapt_steps: Online fine-tuning steps after each measured round (None: the

@@ -1,0 +1,48 @@
+"""model_accuracy.py's choice of workloads and target: validation sets and the data's CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "bench"))
+
+import model_accuracy  # noqa: E402
+
+
+def _sidecar(path, data_dir: str, names: list[str]) -> str:
+    with open(path.with_suffix(".json"), "w", encoding="utf-8") as f:
+        json.dump({"data": {"dir": data_dir, "val_workloads": names}}, f)
+    return str(path)
+
+
+def test_validation_workloads_must_agree_and_come_from_the_data(tmp_path):
+    data = os.path.join(model_accuracy.REPO, "data", "x")
+    a = _sidecar(tmp_path / "a.ckpt", "data/x", ["w1", "w2"])
+    b = _sidecar(tmp_path / "b.ckpt", "data/x", ["w2", "w1"])
+    assert model_accuracy.validation_workloads([a, b], data) == ["w1", "w2"]
+    other = _sidecar(tmp_path / "c.ckpt", "data/x", ["w3"])
+    with pytest.raises(SystemExit, match="other validation workloads"):
+        model_accuracy.validation_workloads([a, other], data)
+    elsewhere = _sidecar(tmp_path / "d.ckpt", "data/y", ["w1", "w2"])
+    with pytest.raises(SystemExit, match="trained on data/y"):
+        model_accuracy.validation_workloads([elsewhere], data)
+    with pytest.raises(SystemExit, match="cannot read"):
+        model_accuracy.validation_workloads([str(tmp_path / "none.ckpt")], data)
+
+
+def test_the_target_is_the_datas_own(tmp_path):
+    assert model_accuracy.data_target(str(tmp_path)) == "llvm"
+    target = {"kind": "llvm", "mcpu": "haswell", "num-cores": 2, "keys": ["cpu"]}
+    (tmp_path / "meta.json").write_text(json.dumps({"target": json.dumps(target)}))
+    assert json.loads(model_accuracy.data_target(str(tmp_path))) == {
+        "kind": "llvm", "mcpu": "haswell", "num-cores": 2}
+
+
+def test_val_split_refuses_xgb():
+    with pytest.raises(SystemExit, match="--no-xgb"):
+        model_accuracy.main(["--split", "val"])
