@@ -14,8 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_DATA_DIR, DEFAULT_GRAPH, REPO_ROOT,
-                             check_graph, default_checkpoint, merge_config, repo_path,
+from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, REPO_ROOT, check_graph,
+                             default_checkpoint, host_data_dir, merge_config, repo_path,
                              repo_relative, resolve_path)
 from metatune.dataset import EPISODE_TARGETS
 from metatune.errors import ConfigError
@@ -106,9 +106,9 @@ class TrainConfig:
     """Every setting of ``train.py``, with its default; ``configs/train.yaml`` documents them.
 
     Made (by :func:`load_train_config`, or directly), the paths are absolute: a given one
-    resolved against the current directory, one left ``None`` the repository's
-    (``data/llvm-icelake-server``, ``work/cache``, ``runs/train``, and
-    ``checkpoints/<dataset>-<graph>.ckpt`` for ``out``).
+    resolved against the current directory, one left ``None`` the repository's: this
+    CPU's ``data/llvm-<cpu>`` if collected, else the shipped ``data/llvm-icelake-server``;
+    ``work/cache``, ``runs/train``, and ``checkpoints/<dataset>-<graph>.ckpt`` for ``out``.
     """
 
     data_dir: Optional[str] = None
@@ -135,7 +135,7 @@ class TrainConfig:
             ConfigError: An unknown graph mode.
         """
         self.graph = check_graph(self.graph, "graph")
-        self.data_dir = resolve_path(self.data_dir) if self.data_dir else DEFAULT_DATA_DIR
+        self.data_dir = resolve_path(self.data_dir) if self.data_dir else host_data_dir()
         self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR
         self.pretrained = resolve_path(self.pretrained) if self.pretrained else None
         self.log_dir = (resolve_path(self.log_dir) if self.log_dir

@@ -173,6 +173,17 @@ def _check_yaml_file(path: str, what: str) -> None:
                           f"keys; {hint}")
 
 
+def host_data_dir() -> str:
+    """The dataset ``train.py`` uses when none is named: this machine's own platform's
+    (``data/llvm-<this CPU>``, as ``collect.py run`` names it) when it has been collected,
+    else the shipped one."""
+    from tvm.target import codegen
+
+    cpu = str(codegen.llvm_get_system_cpu() or "") or "generic"
+    own = repo_path("data", f"llvm-{cpu}")
+    return own if os.path.isfile(os.path.join(own, "train", "meta.json")) else DEFAULT_DATA_DIR
+
+
 def default_checkpoint(dataset: str = SHIPPED_DATASET, *, graph: str = DEFAULT_GRAPH) -> str:
     """The checkpoint ``train.py`` writes by default: ``checkpoints/<dataset>-<graph>.ckpt``.
 
