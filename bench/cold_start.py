@@ -49,7 +49,7 @@ def _parse() -> argparse.Namespace:
                         "is the baseline")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--trials", type=int, default=16, help="trials of the one round")
-    p.add_argument("--checkpoint-json", default="checkpoints/llvm-super.json")
+    p.add_argument("--checkpoint-json", default="checkpoints/llvm-icelake-server-super.json")
     p.add_argument("--runs-dir", default="docs/bench/runs/cold_start")
     p.add_argument("--out", default="docs/bench/cold_start")
     return p.parse_args()
@@ -59,7 +59,7 @@ def default_workloads(checkpoint_json: str) -> list[str]:
     """The checkpoint's validation workloads that are convolutions (dense left out)."""
     with open(checkpoint_json, encoding="utf-8") as f:
         names = json.load(f)["data"]["val_workloads"]
-    return [n for n in names if not n.startswith("dense")]
+    return [n for n in names if n.startswith(("conv", "winograd", "depthwise"))]
 
 
 def workload_task(name: str):
