@@ -52,6 +52,25 @@ def test_support_relative_targets_scale_each_workload_by_its_support_best():
     assert torch.allclose(q, torch.tensor([2.0, 0.2, 0.4, 0.9]))  # may exceed 1, as online
 
 
+def test_support_targets_episodes_leave_the_dataset_as_it_was():
+    from torch_geometric.data import Data
+
+    from metatune.dataset import WorkloadSamples
+
+    def graph(y: float) -> Data:
+        return Data(x=torch.zeros(2, 3), edge_index=torch.tensor([[0], [1]]),
+                    y=torch.tensor([y]))
+
+    workloads = [WorkloadSamples(f"w{i}", "conv2d", [graph(v) for v in (1.0, 0.5, 0.25, 0.2)])
+                 for i in range(2)]
+    support, query = next(iter(EpisodeDataset(workloads, ways=2, shots=2, queries=2,
+                                              targets="support")))
+    assert torch.allclose(support.y.view(2, 2).max(dim=1).values, torch.ones(2))
+    assert float(query.y.max()) <= 1.0 / 0.2 and float(query.y.max()) > 0
+    assert torch.allclose(torch.cat([g.y for g in workloads[0].graphs]),
+                          torch.tensor([1.0, 0.5, 0.25, 0.2]))
+
+
 def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     result = run_train(load_train_config(overrides=_overrides(tiny_data, fast_dev_run=True)))
     result = run_train(load_train_config(overrides=_overrides(tiny_data)))
