@@ -13,14 +13,16 @@ with ``pretrained=``), then measures them all with :mod:`model_accuracy`, twice:
 Each variant is adapted at evaluation exactly as it was meta-trained to (the settings stored
 in its checkpoint), which is also how the tuner fine-tunes it online.
 
-Variants (train config overrides):
+Variants (train config overrides; each names its loss, so the list does not change with
+the defaults):
 
 - ``pretrain-only``: no meta-training; the pre-trained head adapts (5 steps, MSE);
-- ``maml``: MAML on the head, 5 MSE steps, 5-way tasks (the shipped recipe);
+- ``maml``: MAML on the head, 5 MSE steps, 5-way tasks (the v1 checkpoints' recipe);
 - ``maml-last-gcn`` / ``maml-all``: the last GCN layer, or every layer, adapts too;
 - ``maml-20-steps``: 20 inner steps;
 - ``meta-sgd``: a learned step size per parameter (Meta-SGD);
-- ``maml-rank`` / ``maml-mse+rank``: a pairwise ranking loss instead of / beside MSE;
+- ``maml-rank`` / ``maml-mse+rank``: a pairwise ranking loss instead of / beside MSE
+  (``maml-rank`` won on the validation workloads and is the default since);
 - ``maml-1-way``: tasks of one workload with 16 shots (as the tuner adapts: one task's
   measurements), 8 tasks per meta-batch;
 - ``1-way-rank-sgd``: one-workload tasks, MSE + rank loss and Meta-SGD together;
@@ -38,25 +40,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 from common import REPO
 
 VARIANTS: dict[str, list[str]] = {
-    "pretrain-only": ["meta.steps=0"],
-    "maml": [],
-    "maml-last-gcn": ["meta.adapt.scope=last_gcn"],
-    "maml-all": ["meta.adapt.scope=all"],
-    "maml-20-steps": ["meta.adapt.steps=20"],
-    "meta-sgd": ["meta.adapt.meta_sgd=true"],
+    "pretrain-only": ["meta.steps=0", "meta.adapt.loss=mse"],
+    "maml": ["meta.adapt.loss=mse"],
+    "maml-last-gcn": ["meta.adapt.scope=last_gcn", "meta.adapt.loss=mse"],
+    "maml-all": ["meta.adapt.scope=all", "meta.adapt.loss=mse"],
+    "maml-20-steps": ["meta.adapt.steps=20", "meta.adapt.loss=mse"],
+    "meta-sgd": ["meta.adapt.meta_sgd=true", "meta.adapt.loss=mse"],
     "maml-rank": ["meta.adapt.loss=rank"],
     "maml-mse+rank": ["meta.adapt.loss=mse+rank"],
-    "maml-1-way": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8"],
+    "maml-1-way": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
+                   "meta.adapt.loss=mse"],
     "1-way-rank-sgd": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
                        "meta.adapt.loss=mse+rank", "meta.adapt.meta_sgd=true"],
-    "maml-support-targets": ["meta.targets=support"],
+    "maml-support-targets": ["meta.targets=support", "meta.adapt.loss=mse"],
     "1-way-support-targets": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
-                              "meta.targets=support"],
+                              "meta.targets=support", "meta.adapt.loss=mse"],
 }
 
 
@@ -108,17 +112,32 @@ def main(argv: list[str] | None = None) -> None:
                                               ckpt_dir=ckpt_dir, pretrained=base,
                                               extra=args.train)
     models = [f"--model={name}={checkpoints[name]}" for name in args.variants]
+    command = "python bench/adaptation_ablation.py " + shlex.join(sys.argv[1:])
     val = model_accuracy.main([  # the fixed settings last: every workload has 64 samples
         *models, *accuracy_args, "--data", data, "--split", "val", "--no-xgb",
         "--ks", "0", "8", "16", "32", "--query", "24", "--out", args.out + "-val",
         "--title", f"Adaptation ablation ({args.graph} graph): choosing on the validation "
-                   "workloads"])
+                   "workloads"], command=command)
+    append_variants(args.out + "-val.md", args.variants)
     winner = choose(val["summary"])
     print(f"chosen on the validation workloads: {winner}", flush=True)
     model_accuracy.main([
         "--data", data, "--out", args.out,
         "--title", f"Adaptation ablation ({args.graph} graph) on held-out network convolutions"
-                   f" (chosen on validation: {winner})", *models, *accuracy_args])
+                   f" (chosen on validation: {winner})", *models, *accuracy_args],
+        command=command)
+    append_variants(args.out + ".md", args.variants)
+
+
+def append_variants(page: str, names: list[str]) -> None:
+    """Add the variants' training overrides to a page written by ``model_accuracy``."""
+    lines = ["", "## Variants", "",
+             "Each variant is `python train.py` with these overrides, meta-trained from the "
+             "same pre-trained network (`pretrained=<pretrain-only.ckpt> pretrain.epochs=0`; "
+             "the rest of `configs/train.yaml` as it was when run):", ""]
+    lines += [f"- `{name}`: `{' '.join(VARIANTS[name])}`" for name in names]
+    with open(page, "a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def choose(summary: dict) -> str:

@@ -153,11 +153,18 @@ def validation_workloads(checkpoints: list[str], data: str) -> list[str]:
 def _describe(cfg) -> str:
     """One line on how a checkpoint adapts."""
     lr = "learned step sizes (Meta-SGD)" if cfg.meta_sgd else f"lr {cfg.lr}"
-    return f"the {cfg.scope.replace('_', ' ')}, {cfg.steps} steps, {lr}, {cfg.loss} loss"
+    scope = {"head": "the head", "last_gcn": "the head and the last GCN layer",
+             "all": "every layer"}.get(cfg.scope, cfg.scope)
+    return f"{scope}, {cfg.steps} steps, {lr}, {cfg.loss} loss"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Run the comparison (command-line arguments ``argv``); returns the JSON document."""
+def main(argv: list[str] | None = None, command: str | None = None) -> dict:
+    """Run the comparison (command-line arguments ``argv``); returns the JSON document.
+
+    Args:
+        argv: The arguments (``None``: the command line's).
+        command: The command to record (a script that calls this one passes its own).
+    """
     args = _parse(argv)
     sys.path.insert(0, REPO)
     os.chdir(REPO)
@@ -207,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = evaluate(workloads, methods, tuple(args.ks), args.seeds, args.query,
                     progress=lambda msg: logging.info("done %s", msg))
     doc = {
-        **provenance("model_accuracy.py"),
+        **provenance("model_accuracy.py"), **({"command": command} if command else {}),
         "title": args.title, "data": args.data, "split": args.split,
         "train_data": args.train_data or args.data,
         "target": info.description,

@@ -117,7 +117,7 @@ def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data):
     workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
     tasks = list(islice(iter(EpisodeDataset(workloads, ways=2, shots=3, queries=3, seed=0)), 4))
     module = MetaModule(NODE_FEATURES, hidden=8, head_hidden=8, beta=1e-2,
-                        adapt={"steps": 2, "lr": 0.05}, graph="super")
+                        adapt={"steps": 2, "lr": 0.05, "loss": "mse"}, graph="super")
     x = torch.cat([g.x for w in workloads for g in w.graphs])
     module.net.set_normalization(x.mean(0), x.std(0))
     opt = module.configure_optimizers()
