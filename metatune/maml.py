@@ -50,7 +50,7 @@ class AdaptConfig:
     scope: str = "head"
     steps: int = 5
     lr: float = 0.01
-    loss: str = "rank"  # chosen on validation workloads: docs/adaptation-ablation-val.md
+    loss: str = "mse+rank"  # chosen on validation workloads: docs/adaptation-ablation-val.md
     meta_sgd: bool = False
 
     def __post_init__(self) -> None:

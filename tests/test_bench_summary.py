@@ -194,11 +194,16 @@ def test_losses_and_pytorch_bullets_for_networks():
         "- nothing to compare yet"]
 
 
-def test_the_ablation_chooses_by_mean_pairwise_accuracy_over_k():
+def test_the_ablation_chooses_by_mean_rank_over_the_four_metrics():
     from adaptation_ablation import choose
 
-    def per_k(*pairwise):
-        return {str(k): {"pairwise": {"median": p}} for k, p in zip((0, 8, 16), pairwise)}
+    def per_k(pairwise, top5, mse, mse_d):
+        return {str(k): {"pairwise": {"median": pairwise}, "top5_recall": {"median": top5},
+                         "mse": {"median": mse}, "mse_d": {"median": mse_d}}
+                for k in (0, 8, 16)}
 
-    assert choose({"maml": per_k(0.7, 0.7, 0.7), "meta-sgd": per_k(0.6, 0.75, 0.8),
-                   "rank": per_k(0.8, 0.6, 0.6)}) == "meta-sgd"
+    summary = {"rank-only": per_k(0.70, 0.40, 1.30, 1.40),   # ranks best, off the scale
+               "mse+rank": per_k(0.69, 0.45, 0.10, 0.30),
+               "mse": per_k(0.68, 0.44, 0.11, 0.31)}
+    assert choose(summary) == "mse+rank"
+    assert choose({"a": per_k(0.6, 0.4, 0.1, 0.3), "b": per_k(0.7, 0.4, 0.1, 0.3)}) == "b"
