@@ -4,6 +4,7 @@ bad keys and values."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import pytest
@@ -140,3 +141,13 @@ def test_report_settings_are_plain_data():
     plain = dataclasses.asdict(load_tune_config(overrides=["input_shape=[3,8,8]"]))
     assert json.loads(json.dumps(plain)) == plain
     assert plain["search_params"]["bo"]["acquisition"] == "qlognei"
+
+
+def test_collect_takes_a_target_dict_on_the_command_line():
+    from tuner.app.collect_config import load_collect_config
+
+    cfg = load_collect_config(overrides=['target={"kind": "llvm", "mcpu": "haswell"}'])
+    assert json.loads(cfg.target) == {"kind": "llvm", "mcpu": "haswell"}
+    assert load_collect_config(overrides=["target=llvm"]).target == "llvm"
+    with pytest.raises(ConfigError, match="target dict"):
+        load_collect_config(overrides=["target=[1, 2]"])

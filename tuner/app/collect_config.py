@@ -8,9 +8,11 @@ current directory); ``out`` and ``work_dir`` left ``null`` are the target's own,
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config, resolve_path
 from metatune.errors import ConfigError
@@ -27,7 +29,8 @@ class CollectConfig:
 
     out: Optional[str] = None
     work_dir: Optional[str] = None
-    target: str = "llvm"
+    # a name, or a target dict (given on the command line as target={...}): kept as text
+    target: Any = "llvm"
     num_cores: Optional[int] = None
     splits: list[str] = field(default_factory=lambda: list(SPLITS))
     per_kind: int = 14
@@ -57,6 +60,11 @@ class CollectConfig:
             raise ConfigError(f"splits={self.splits}: choose among {', '.join(SPLITS)}")
         self.out = resolve_path(self.out) if self.out else None
         self.work_dir = resolve_path(self.work_dir) if self.work_dir else None
+        if isinstance(self.target, Mapping):  # target={"kind": "llvm", "mcpu": "haswell"}
+            self.target = json.dumps(dict(self.target))
+        elif not isinstance(self.target, str):
+            raise ConfigError(f"target={self.target!r}: give llvm, cuda, rocm or a target "
+                              'dict such as {"kind": "llvm", "mcpu": "haswell"}')
 
 
 def load_collect_config(overrides: list[str] | None = None,
