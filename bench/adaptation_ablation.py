@@ -130,22 +130,31 @@ def main(argv: list[str] | None = None) -> None:
     append_variants(args.out + ".md", args.variants)
 
 
+def _append(page: str, lines: list[str]) -> None:
+    """Add lines to a page written by ``model_accuracy``."""
+    with open(page, "a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _mean_over_k(summary: dict, name: str, metric: str) -> float:
+    """A variant's metric (median over seeds) averaged over the evaluated k (NaN: none)."""
+    import math
+
+    values = [v[metric]["median"] for v in summary[name].values()]
+    return sum(values) / len(values) if values else math.nan
+
+
 def append_choice(page: str, summary: dict, winner: str) -> None:
     """Add the choice, and each variant's means over k of :data:`CHOICE_METRICS`."""
-    def mean(name: str, metric: str) -> float:
-        values = [v[metric]["median"] for v in summary[name].values()]
-        return sum(values) / len(values)
-
     lines = ["", "## Choice", "",
              f"Chosen: **{winner}**, the best mean rank over pairwise accuracy, top-5 recall, "
              "MSE and MSE(D), each averaged over k (`choose` in `bench/adaptation_ablation.py`). "
              "Means over k:", "",
              "| variant | " + " | ".join(CHOICE_METRICS) + " |",
              "|---|" + "---|" * len(CHOICE_METRICS)]
-    lines += [f"| {name} | " + " | ".join(f"{mean(name, m):.3f}" for m in CHOICE_METRICS)
-              + " |" for name in summary]
-    with open(page, "a", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    lines += [f"| {name} | " + " | ".join(f"{_mean_over_k(summary, name, m):.3f}"
+                                         for m in CHOICE_METRICS) + " |" for name in summary]
+    _append(page, lines)
 
 
 def append_variants(page: str, names: list[str]) -> None:
@@ -155,8 +164,7 @@ def append_variants(page: str, names: list[str]) -> None:
              "same pre-trained network (`pretrained=<pretrain-only.ckpt> pretrain.epochs=0`; "
              "the rest of `configs/train.yaml` as it was when run):", ""]
     lines += [f"- `{name}`: `{' '.join(VARIANTS[name])}`" for name in names]
-    with open(page, "a", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    _append(page, lines)
 
 
 #: The metrics a variant is chosen on, and whether higher is better: the issue's goals
@@ -177,19 +185,15 @@ def choose(summary: dict) -> str:
     if not summary:
         raise SystemExit("no variant was evaluated on the validation workloads")
 
-    def mean(name: str, metric: str) -> float:
-        values = [v[metric]["median"] for v in summary[name].values()]
-        m = sum(values) / len(values) if values else math.nan
-        return math.nan if math.isnan(m) else m
-
     ranks = dict.fromkeys(summary, 0.0)
     for metric, higher in CHOICE_METRICS.items():
         def key(name: str, metric=metric, higher=higher) -> float:
-            m = mean(name, metric)
+            m = _mean_over_k(summary, name, metric)
             return math.inf if math.isnan(m) else (-m if higher else m)
         for name in summary:  # a variant's place: how many are strictly better
             ranks[name] += sum(key(other) < key(name) for other in summary)
-    return min(summary, key=lambda name: (ranks[name], -mean(name, "pairwise")))
+    return min(summary, key=lambda name: (ranks[name],
+                                          -_mean_over_k(summary, name, "pairwise")))
 
 
 if __name__ == "__main__":

@@ -76,8 +76,8 @@ def _markdown(doc: dict) -> str:
     where = (f"{doc['workloads']} held-out workloads (conv tasks of alexnet, resnet-18, "
              "vgg-16, squeezenet; never trained on)"
              if doc.get("split", "heldout") == "heldout" else
-             f"{doc['workloads']} validation workloads of the training split (the first "
-             "checkpoint's; not trained on, used to choose settings)")
+             f"{doc['workloads']} validation workloads of the training split (the "
+             "checkpoints'; not trained on, used to choose settings)")
     lines = [f"# {doc['title']}", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
              f"- machine: {doc['machine']}, flags {' '.join(doc.get('cpu_flags', []))}; "
@@ -166,7 +166,6 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         command: The command to record (a script that calls this one passes its own).
     """
     args = _parse(argv)
-    sys.path.insert(0, REPO)
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint

@@ -173,14 +173,19 @@ def _check_yaml_file(path: str, what: str) -> None:
                           f"keys; {hint}")
 
 
+def platform_name(kind: str, cpu: str | None) -> str:
+    """A platform's name, which its dataset and checkpoints carry: the target kind and the
+    CPU (or GPU architecture) it compiles for, e.g. ``llvm-icelake-server``."""
+    return f"{kind}-{cpu or 'generic'}"
+
+
 def host_data_dir() -> str:
     """The dataset ``train.py`` uses when none is named: this machine's own platform's
     (``data/llvm-<this CPU>``, as ``collect.py run`` names it) when it has been collected,
     else the shipped one."""
     from tvm.target import codegen
 
-    cpu = str(codegen.llvm_get_system_cpu() or "") or "generic"
-    own = repo_path("data", f"llvm-{cpu}")
+    own = repo_path("data", platform_name("llvm", str(codegen.llvm_get_system_cpu() or "")))
     return own if os.path.isfile(os.path.join(own, "train", "meta.json")) else DEFAULT_DATA_DIR
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from metatune.config import SHIPPED_DATASET, default_checkpoint, repo_path
+from metatune.config import SHIPPED_DATASET, default_checkpoint, platform_name, repo_path
 from metatune.errors import ConfigError
 
 
@@ -28,7 +28,7 @@ def platform_id(target) -> str:
         e.g. ``"llvm-icelake-server"``, ``"llvm-generic"`` without an ``mcpu``.
     """
     attrs = getattr(target, "attrs", None) or {}
-    return f"{target.kind.name}-{attrs.get('mcpu') or attrs.get('arch') or 'generic'}"
+    return platform_name(str(target.kind.name), attrs.get("mcpu") or attrs.get("arch"))
 
 
 def dataset_target(data_dir: str) -> dict | None:
