@@ -55,6 +55,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
     p.add_argument("--no-xgb", action="store_true", help="leave out xgb and xgb-Xfer")
+    p.add_argument("--gp", action="store_true",
+                   help="also score each checkpoint followed by the BO search's GP "
+                        "(NAME+gp: how the tuner ranks candidates)")
     p.add_argument("--train-data", default=None,
                    help="the dataset xgb-Xfer pre-trains on (its train/ split); default: --data."
                         " Another CPU's dataset measures transfer across CPUs")
@@ -84,6 +87,10 @@ def _markdown(doc: dict) -> str:
              f"target `{doc.get('target')}`; threads {doc.get('runtime')}",
              f"- data: `{doc.get('data')}` (the runs were measured there; the "
              "accuracy itself is computed from the recorded run times)",
+             *([f"- across platforms: xgb-Xfer's base model is trained on "
+                f"`{doc['train_data']}`, not on this data, as are checkpoints trained "
+                "there; every method adapts on this data's k samples"]
+               if doc.get("train_data", doc.get("data")) != doc.get("data") else []),
              f"- {where}, query {doc['query']} candidates each, "
              f"seeds {doc['seeds']}; support = k other measured candidates",
              "- targets: throughput relative to the best support candidate (the workload's "
@@ -169,8 +176,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint
-    from tuner.app.accuracy import (MetaTuneMethod, XGBMethod, evaluate, load_eval_workloads,
-                                    summarize)
+    from tuner.app.accuracy import (GPMethod, MetaTuneMethod, XGBMethod, evaluate,
+                                    load_eval_workloads, summarize)
     from metatune.provenance import simd_flags
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.runtime import runtime_info
@@ -205,6 +212,12 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}
     notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
                    f"{_describe(models[name].inner.cfg)}" for name, path in specs}
+    if args.gp:
+        for name in list(models):
+            methods[f"{name}+gp"] = GPMethod(methods[name])
+            notes[f"{name}+gp"] = (f"`{name}` adapted, then the batch BO search's GP over "
+                                   "knob vectors with its prediction as prior mean, fitted "
+                                   "on the k samples: how the tuner ranks candidates")
     if not args.no_xgb:
         base = base_booster(os.path.join(args.train_data or args.data, "train"), info.target,
                             info.num_cores, args.cache_dir)

@@ -179,6 +179,18 @@ def platform_name(kind: str, cpu: str | None) -> str:
     return f"{kind}-{cpu or 'generic'}"
 
 
+def target_dict(text: str | None) -> dict | None:
+    """A target as recorded in a dataset's ``meta.json`` or a checkpoint's platform (TVM's
+    JSON text) as a dict with at least ``kind``; ``None`` when absent or unreadable."""
+    import json
+
+    try:
+        target = json.loads(text) if text else None
+    except (TypeError, ValueError):
+        return None
+    return target if isinstance(target, dict) and "kind" in target else None
+
+
 def host_data_dir() -> str:
     """The dataset ``train.py`` uses when none is named: this machine's own platform's
     (``data/llvm-<this CPU>``, as ``collect.py run`` names it) when it has been collected,

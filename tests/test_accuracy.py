@@ -83,6 +83,25 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     assert not np.allclose(after, before)
 
 
+def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
+    """``NAME+gp``: the model alone at k = 0, the BO search's GP after measurements."""
+    from tuner.app.accuracy import GPMethod, MetaTuneMethod, load_eval_workloads
+    from tuner.models.cost_model import load_model
+
+    split = str(tiny_data / "ds" / "train")
+    (w,) = load_eval_workloads(split, ("super",), min_samples=6, limit=1)
+    base = MetaTuneMethod(load_model(None, graph="super", from_scratch=True))
+    gp = GPMethod(base)
+    none, query = np.array([], dtype=int), np.array([0, 1])
+    assert np.array_equal(gp.scores(w, none, query, 0), base.scores(w, none, query, 0))
+    support = np.array([2, 3, 4, 5])
+    prior = base.scores(w, support, query, 0)
+    scores = gp.scores(w, support, query, 0)
+    assert scores.shape == (2,) and np.isfinite(scores).all()
+    if len(np.unique(relative_targets(w.seconds, support)[support])) >= 3:
+        assert not np.allclose(scores, prior)  # the GP moved the prior
+
+
 def test_xfer_refuses_data_of_another_target():
     import tvm
 

@@ -7,7 +7,7 @@ import pytest
 from tvm.s_tir import meta_schedule as ms
 
 from tuner.search.bo import BatchBOSearch
-from tuner.search.bo_select import greedy_batch, select_batch
+from tuner.search.bo_select import greedy_batch, posterior_mean, select_batch
 from tuner.search.knobs import KnobSpace, knob_values, signature
 from tuner.search.params import BOConfig
 
@@ -52,6 +52,18 @@ def test_select_batch_without_history_follows_the_prior():
     prior = np.arange(20, dtype=float)
     idx = select_batch(px, prior, np.zeros((0, px.shape[1])), np.zeros(0), np.zeros(0), 5)
     assert idx == [19, 18, 17, 16, 15]
+
+
+def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
+    f, hx, px = _toy(48, 64)
+    flat = np.zeros(len(px))
+    mean = posterior_mean(px, flat, hx, np.zeros(len(hx)), 3.0 * f(hx))
+    assert mean.shape == (len(px),)
+    assert np.corrcoef(mean, f(px))[0, 1] > 0.8  # the GP found the bump without a prior
+    assert abs(mean.mean() - 3.0 * f(px).mean()) < 0.5  # in the measurements' units
+    # fewer than three distinct measurements: the cost model's prediction as it is
+    prior = np.arange(len(px), dtype=float)
+    assert np.array_equal(posterior_mean(px, prior, hx[:2], np.zeros(2), np.ones(2)), prior)
 
 
 def test_greedy_batch_picks_best_expected_improvement_first():

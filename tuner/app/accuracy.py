@@ -145,8 +145,13 @@ class MetaTuneMethod:
             return inputs[torch.as_tensor(index)]
         return Batch.from_data_list([inputs[i] for i in index])
 
-    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
-               seed: int) -> np.ndarray:
+    def adapted_scores(self, w: EvalWorkload, support: np.ndarray,
+                       query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Adapt on the support set, then score it and the query set.
+
+        Returns:
+            ``(support scores, query scores)``: a ``k`` and a ``query`` array.
+        """
         inputs = self._workload_inputs(w)
         fast = self.inner.initial(self.net, detach=True)
         if len(support):
@@ -155,8 +160,46 @@ class MetaTuneMethod:
                 fast = self.inner.adapt(self.net, fast, self._select(inputs, support), y,
                                         first_order=True)
         with torch.no_grad():
-            return self.inner.predict(self.net, fast,
-                                      self._select(inputs, query)).double().numpy()
+            return tuple(self.inner.predict(self.net, fast, self._select(inputs, idx))
+                         .double().numpy() for idx in (support, query))
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        return self.adapted_scores(w, support, query)[1]
+
+
+class GPMethod:
+    """A MetaTune method followed by the batch BO search's Gaussian process, as the tuner
+    ranks candidates: the GP over knob vectors (:mod:`tuner.search.knobs`) whose prior
+    mean follows the adapted model's prediction, fitted on the k support samples; the
+    query is scored by its posterior mean (:func:`tuner.search.bo_select.posterior_mean`).
+
+    Args:
+        base: The adapted model that gives the GP its prior.
+    """
+
+    def __init__(self, base: MetaTuneMethod) -> None:
+        self.base = base
+        self._knobs: dict[str, np.ndarray] = {}
+
+    def _knob_matrix(self, w: EvalWorkload) -> np.ndarray:
+        if w.name not in self._knobs:
+            from tuner.search.knobs import KnobSpace
+
+            self._knobs[w.name] = KnobSpace().matrix(w.candidates)
+        return self._knobs[w.name]
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        from tuner.search.bo_select import posterior_mean
+
+        support_prior, query_prior = self.base.adapted_scores(w, support, query)
+        if not len(support):
+            return query_prior
+        knobs = self._knob_matrix(w)
+        y = relative_targets(w.seconds, support)[support]
+        return posterior_mean(knobs[query], query_prior, knobs[support], support_prior, y,
+                              device=torch.device("cpu"))
 
 
 class XGBMethod:

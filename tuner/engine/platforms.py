@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 
-from metatune.config import SHIPPED_DATASET, default_checkpoint, platform_name, repo_path
+from metatune.config import (SHIPPED_DATASET, default_checkpoint, platform_name, repo_path,
+                             target_dict)
 from metatune.errors import ConfigError
 
 
@@ -46,9 +47,8 @@ def dataset_target(data_dir: str) -> dict | None:
         if os.path.isfile(path):
             try:
                 with open(path, encoding="utf-8") as f:
-                    target = json.loads(json.load(f)["target"])
-                return target if isinstance(target, dict) and "kind" in target else None
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    return target_dict(json.load(f)["target"])
+            except (OSError, ValueError, KeyError, TypeError):
                 return None
     return None
 

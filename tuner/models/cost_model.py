@@ -20,6 +20,7 @@ import torch
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
+from metatune.config import target_dict
 from metatune.errors import MetaTuneError
 from metatune.graph import FEATURE_VERSION, NODE_FEATURES, encode
 from metatune.maml import AdaptConfig, InnerLoop
@@ -64,12 +65,7 @@ class TrainedModel:
 
 def _mcpu_of(target: str | None) -> str | None:
     """The ``mcpu`` of a target given as TVM's JSON text (``None`` if it has none)."""
-    import json
-
-    try:
-        return json.loads(target).get("mcpu") if target else None
-    except (ValueError, AttributeError):
-        return None
+    return (target_dict(target) or {}).get("mcpu")
 
 
 def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfig.graph,

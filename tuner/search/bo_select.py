@@ -160,12 +160,8 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         return by_prior[:q]
     from botorch.sampling import SobolQMCNormalSampler
 
-    device = device or default_device()
-    prior = _standardize(np.concatenate([hist_prior, pool_prior]))
-    as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # noqa: E731
-    hx = as_t(np.column_stack([hist_x, prior[: len(hist_x)]]))
-    px = as_t(np.column_stack([pool_x, prior[len(hist_x):]]))
-    hy = as_t(_standardize(hist_y)).unsqueeze(-1)
+    hx, px, hy = _gp_data(pool_x, pool_prior, hist_x, hist_prior, hist_y,
+                          device or default_device())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -181,6 +177,52 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         logger.warning("BO selection failed (%s: %s): falling back to the cost model's ranking",
                        type(err).__name__, str(err).splitlines()[0][:160])
         return by_prior[:q]
+
+
+def _gp_data(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
+             hist_prior: np.ndarray, hist_y: np.ndarray,
+             device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The GP's inputs: ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector,
+    then the cost model's prediction standardized over both), and the ``n x 1``
+    standardized history targets."""
+    prior = _standardize(np.concatenate([hist_prior, pool_prior]))
+    as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # noqa: E731
+    hx = as_t(np.column_stack([hist_x, prior[: len(hist_x)]]))
+    px = as_t(np.column_stack([pool_x, prior[len(hist_x):]]))
+    return hx, px, as_t(_standardize(hist_y)).unsqueeze(-1)
+
+
+def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
+                   hist_prior: np.ndarray, hist_y: np.ndarray, *,
+                   device: torch.device | None = None) -> np.ndarray:
+    """The GP's posterior mean throughput of each pool member, in ``hist_y``'s units: the
+    ranking :func:`select_batch`'s acquisition starts from, given the same measurements.
+
+    With fewer than three distinct measurements (when :func:`select_batch` ranks by the
+    cost model) it is the cost model's prediction itself.
+
+    Args:
+        pool_x: ``m x d`` knob vectors to score.
+        pool_prior: ``m`` cost-model predictions for them.
+        hist_x: ``n x d`` knob vectors of the measured candidates.
+        hist_prior: ``n`` cost-model predictions for them.
+        hist_y: ``n`` measured throughputs.
+        device: Where the GP runs (:func:`default_device` by default).
+
+    Returns:
+        An ``m`` array.
+    """
+    if len(np.unique(hist_y)) < 3:
+        return np.asarray(pool_prior, dtype=float)
+    hx, px, hy = _gp_data(pool_x, pool_prior, hist_x, hist_prior, hist_y,
+                          device or default_device())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gp = fit_gp(hx, hy)
+        with torch.no_grad():
+            mean = gp.posterior(px).mean[..., 0].double().cpu().numpy()
+    std = float(np.std(hist_y))
+    return mean * (std if std > 1e-12 else 1.0) + float(np.mean(hist_y))
 
 
 def _botorch_batch(gp, hx: torch.Tensor, px: torch.Tensor, q: int, acquisition: str,
