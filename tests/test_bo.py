@@ -66,6 +66,21 @@ def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
     assert np.array_equal(posterior_mean(px, prior, hx[:2], np.zeros(2), np.ones(2)), prior)
 
 
+def test_a_failed_gp_fit_leaves_the_cost_models_prediction(monkeypatch):
+    from botorch.exceptions.errors import ModelFittingError
+
+    import tuner.search.bo_select as bo_select
+
+    def fail(*args, **kwargs):
+        raise ModelFittingError("All attempts to fit the model have failed.")
+
+    monkeypatch.setattr(bo_select, "fit_gp", fail)
+    f, hx, px = _toy(16, 8)
+    prior = np.arange(len(px), dtype=float)
+    assert np.array_equal(posterior_mean(px, prior, hx, np.zeros(len(hx)), f(hx)), prior)
+    assert select_batch(px, prior, hx, np.zeros(len(hx)), f(hx), 3) == [7, 6, 5]
+
+
 def test_greedy_batch_picks_best_expected_improvement_first():
     import torch
 

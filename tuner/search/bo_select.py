@@ -198,8 +198,8 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
     """The GP's posterior mean throughput of each pool member, in ``hist_y``'s units: the
     ranking :func:`select_batch`'s acquisition starts from, given the same measurements.
 
-    With fewer than three distinct measurements (when :func:`select_batch` ranks by the
-    cost model) it is the cost model's prediction itself.
+    With fewer than three distinct measurements, or when the GP cannot be fitted (where
+    :func:`select_batch` ranks by the cost model), it is the cost model's prediction.
 
     Args:
         pool_x: ``m x d`` knob vectors to score.
@@ -216,11 +216,16 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
         return np.asarray(pool_prior, dtype=float)
     hx, px, hy = _gp_data(pool_x, pool_prior, hist_x, hist_prior, hist_y,
                           device or default_device())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gp = fit_gp(hx, hy)
-        with torch.no_grad():
-            mean = gp.posterior(px).mean[..., 0].double().cpu().numpy()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gp = fit_gp(hx, hy)
+            with torch.no_grad():
+                mean = gp.posterior(px).mean[..., 0].double().cpu().numpy()
+    except Exception as err:  # as in select_batch: a failed fit leaves the cost model's
+        logger.debug("GP fit failed (%s): the cost model's prediction stands",
+                     type(err).__name__)
+        return np.asarray(pool_prior, dtype=float)
     std = float(np.std(hist_y))
     return mean * (std if std > 1e-12 else 1.0) + float(np.mean(hist_y))
 
