@@ -12,6 +12,8 @@ rerun to resume.
     python bench/rl_overhead.py                      # RL and meta-RL-T, 2 convs, batch 16
                                                      # and 32, 3 seeds x 128 trials
     python bench/rl_overhead.py --presets meta-RL-T meta-BO-T --seeds 0
+    # with xgb in the same run, each preset's tuning time and best also as ratios to xgb's
+    python bench/rl_overhead.py --presets RL meta-RL-T xgb --seeds 0 1
 """
 
 from __future__ import annotations
@@ -103,8 +105,45 @@ def write_page(runs: list[dict], out: str, args: argparse.Namespace) -> None:
     for r in runs:
         lines.append(f"| {r['preset']} | {r['batch']} | {r['task']} | {r['seed']} | "
                      f"{fmt(r['best_ms'], 3)} | {r['trials']} | {fmt(r['tuning_seconds'], 1)} |")
+    baseline = against_baseline(runs)
+    doc["against_xgb"] = baseline
+    if baseline:
+        lines += ["", "Against `xgb` in the same seed, batch and task (each preset's run "
+                  "divided by xgb's; median over seeds, min-max in brackets):", "",
+                  "| preset | batch | tuning time / xgb | best ms / xgb | seeds |",
+                  "|---|---|---|---|---|"]
+        for b in baseline:
+            lines.append(f"| {b['preset']} | {b['batch']} | "
+                         f"{b['time_ratio']['median']:.2f} ({b['time_ratio']['min']:.2f}-"
+                         f"{b['time_ratio']['max']:.2f}) | {b['best_ratio']['median']:.3f} "
+                         f"({b['best_ratio']['min']:.3f}-{b['best_ratio']['max']:.3f}) | "
+                         f"{b['pairs']} |")
     lines.append("")
     write_results(out + ".json", out + ".md", doc, "\n".join(lines), rows_key="runs")
+
+
+def against_baseline(runs: list[dict], baseline: str = "xgb") -> list[dict]:
+    """Each preset's tuning time and best latency over ``baseline``'s in the same seed,
+    batch and task: ``[{preset, batch, pairs, time_ratio, best_ratio}]`` with the median,
+    min and max of each ratio (empty without ``baseline`` runs)."""
+    base = {(r["task"], r["batch"], r["seed"]): r for r in runs if r["preset"] == baseline}
+    out = []
+    for preset, batch in dict.fromkeys((r["preset"], r["batch"]) for r in runs):
+        if preset == baseline:
+            continue
+        pairs = [(r, base[(r["task"], r["batch"], r["seed"])]) for r in runs
+                 if (r["preset"], r["batch"]) == (preset, batch)
+                 and (r["task"], r["batch"], r["seed"]) in base]
+        pairs = [(r, b) for r, b in pairs if r["best_ms"] and b["best_ms"]]
+        if not pairs:
+            continue
+        time_ratio = [r["tuning_seconds"] / b["tuning_seconds"] for r, b in pairs]
+        best_ratio = [r["best_ms"] / b["best_ms"] for r, b in pairs]
+        out.append({"preset": preset, "batch": batch, "pairs": len(pairs),
+                    **{name: {"median": median(v), "min": min(v), "max": max(v)}
+                       for name, v in (("time_ratio", time_ratio),
+                                       ("best_ratio", best_ratio))}})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -207,3 +207,18 @@ def test_the_ablation_chooses_by_mean_rank_over_the_four_metrics():
                "mse": per_k(0.68, 0.44, 0.11, 0.31)}
     assert choose(summary) == "mse+rank"
     assert choose({"a": per_k(0.6, 0.4, 0.1, 0.3), "b": per_k(0.7, 0.4, 0.1, 0.3)}) == "b"
+
+
+def test_rl_overhead_compares_each_preset_with_xgb_of_the_same_seed():
+    import rl_overhead
+
+    runs = [{"preset": p, "task": "net/t", "batch": 16, "seed": s, "best_ms": b,
+             "tuning_seconds": t}
+            for p, s, b, t in [("xgb", 0, 1.0, 10.0), ("RL", 0, 0.9, 12.0),
+                               ("xgb", 1, 2.0, 10.0), ("RL", 1, 2.2, 8.0),
+                               ("RL", 2, 1.0, 9.0)]]  # seed 2 has no xgb run: left out
+    (row,) = rl_overhead.against_baseline(runs)
+    assert row["preset"] == "RL" and row["pairs"] == 2
+    assert row["time_ratio"] == {"median": 1.0, "min": 0.8, "max": 1.2}
+    assert row["best_ratio"]["min"] == 0.9 and abs(row["best_ratio"]["max"] - 1.1) < 1e-9
+    assert rl_overhead.against_baseline([r for r in runs if r["preset"] == "RL"]) == []
