@@ -160,12 +160,11 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         return by_prior[:q]
     from botorch.sampling import SobolQMCNormalSampler
 
-    hx, px, hy = _gp_data(pool_x, pool_prior, hist_x, hist_prior, hist_y,
-                          device or default_device())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gp = fit_gp(hx, hy)
+            gp, hx, px = _task_gp(pool_x, pool_prior, hist_x, hist_prior, hist_y,
+                                  device or default_device())
             sampler = SobolQMCNormalSampler(torch.Size([params.mc_samples]), seed=seed)
             if params.engine == "joint":
                 with torch.no_grad():
@@ -179,17 +178,20 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         return by_prior[:q]
 
 
-def _gp_data(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
-             hist_prior: np.ndarray, hist_y: np.ndarray,
-             device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The GP's inputs: ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector,
-    then the cost model's prediction standardized over both), and the ``n x 1``
-    standardized history targets."""
+def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
+             hist_prior: np.ndarray, hist_y: np.ndarray, device: torch.device):
+    """The task's GP fitted on the measurements (:func:`fit_gp`), with its inputs: the
+    ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector, then the cost
+    model's prediction standardized over both); targets are ``hist_y`` standardized.
+
+    Returns:
+        ``(gp, history rows, pool rows)``.
+    """
     prior = _standardize(np.concatenate([hist_prior, pool_prior]))
     as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # noqa: E731
     hx = as_t(np.column_stack([hist_x, prior[: len(hist_x)]]))
     px = as_t(np.column_stack([pool_x, prior[len(hist_x):]]))
-    return hx, px, as_t(_standardize(hist_y)).unsqueeze(-1)
+    return fit_gp(hx, as_t(_standardize(hist_y)).unsqueeze(-1)), hx, px
 
 
 def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
@@ -214,12 +216,11 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
     """
     if len(np.unique(hist_y)) < 3:
         return np.asarray(pool_prior, dtype=float)
-    hx, px, hy = _gp_data(pool_x, pool_prior, hist_x, hist_prior, hist_y,
-                          device or default_device())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gp = fit_gp(hx, hy)
+            gp, _, px = _task_gp(pool_x, pool_prior, hist_x, hist_prior, hist_y,
+                                 device or default_device())
             with torch.no_grad():
                 mean = gp.posterior(px).mean[..., 0].double().cpu().numpy()
     except Exception as err:  # as in select_batch: a failed fit leaves the cost model's
