@@ -69,6 +69,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override every checkpoint's adaptation steps")
     p.add_argument("--adapt-lr", type=float, default=None,
                    help="override every checkpoint's adaptation step size")
+    p.add_argument("--gp-embed", action="store_true",
+                   help="also score each checkpoint followed by a GP over its embeddings "
+                        "(NAME+gp-embed; an experiment)")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")
@@ -212,6 +215,12 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}
     notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
                    f"{_describe(models[name].inner.cfg)}" for name, path in specs}
+    if args.gp_embed:
+        for name in list(models):
+            methods[f"{name}+gp-embed"] = GPMethod(methods[name], features="embed")
+            notes[f"{name}+gp-embed"] = (f"`{name}` adapted, then a GP over its graph "
+                                         "embeddings (standardized) with its prediction as "
+                                         "prior mean, fitted on the k samples (experiment)")
     if args.gp:
         for name in list(models):
             methods[f"{name}+gp"] = GPMethod(methods[name])

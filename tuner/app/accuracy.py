@@ -176,17 +176,24 @@ class GPMethod:
 
     Args:
         base: The adapted model that gives the GP its prior.
+        features: What the GP's kernel compares: ``knobs`` (the tuner's) or ``embed`` (the
+            model's graph embeddings, standardized over the workload's candidates; an
+            experiment, head-only checkpoints).
     """
 
-    def __init__(self, base: MetaTuneMethod) -> None:
-        self.base = base
+    def __init__(self, base: MetaTuneMethod, features: str = "knobs") -> None:
+        self.base, self.features = base, features
         self._knobs: dict[str, np.ndarray] = {}
 
     def _knob_matrix(self, w: EvalWorkload) -> np.ndarray:
         if w.name not in self._knobs:
-            from tuner.search.knobs import KnobSpace
+            if self.features == "embed":
+                e = self.base._workload_inputs(w).double().numpy()
+                self._knobs[w.name] = (e - e.mean(0)) / np.maximum(e.std(0), 1e-9)
+            else:
+                from tuner.search.knobs import KnobSpace
 
-            self._knobs[w.name] = KnobSpace().matrix(w.candidates)
+                self._knobs[w.name] = KnobSpace().matrix(w.candidates)
         return self._knobs[w.name]
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
