@@ -100,6 +100,10 @@ def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
     assert scores.shape == (2,) and np.isfinite(scores).all()
     if len(np.unique(relative_targets(w.seconds, support)[support])) >= 3:
         assert not np.allclose(scores, prior)  # the GP moved the prior
+    embed = GPMethod(base, features="embed").scores(w, support, query, 0)
+    assert embed.shape == (2,) and np.isfinite(embed).all()
+    with pytest.raises(ValueError, match="knobs or embed"):
+        GPMethod(base, features="trace")
 
 
 def test_xfer_refuses_data_of_another_target():

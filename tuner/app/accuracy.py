@@ -8,6 +8,8 @@ method fits on the support set and scores the query set:
 - MetaTune checkpoints (``metatune-super``, ``metatune-plain``, ablation variants): each
   adapted on the support set by its :class:`metatune.maml.InnerLoop`, exactly as the tuner
   fine-tunes it online;
+- ``NAME+gp``: a checkpoint followed by the batch BO search's GP, as the tuner ranks
+  (:class:`GPMethod`);
 - ``xgb``: MetaSchedule's ``XGBModel`` trained from scratch on the support set (at k = 0 it
   has no data and, like MetaSchedule, scores at random);
 - ``xgb-Xfer``: :class:`tuner.models.xgb_transfer.XferXGBModel`, pre-trained on the training split
@@ -128,7 +130,7 @@ class MetaTuneMethod:
             p.requires_grad_(False)
         self._inputs: dict[str, object] = {}
 
-    def _workload_inputs(self, w: EvalWorkload):
+    def workload_inputs(self, w: EvalWorkload):
         """The inner loop's inputs for every graph of ``w`` (embeddings or graphs)."""
         if w.name not in self._inputs:
             from torch_geometric.data import Batch
@@ -152,7 +154,7 @@ class MetaTuneMethod:
         Returns:
             ``(support scores, query scores)``: a ``k`` and a ``query`` array.
         """
-        inputs = self._workload_inputs(w)
+        inputs = self.workload_inputs(w)
         fast = self.inner.initial(self.net, detach=True)
         if len(support):
             y = torch.tensor(relative_targets(w.seconds, support)[support], dtype=torch.float32)
@@ -182,19 +184,25 @@ class GPMethod:
     """
 
     def __init__(self, base: MetaTuneMethod, features: str = "knobs") -> None:
+        if features not in ("knobs", "embed"):
+            raise ValueError(f"GP features {features!r}: choose knobs or embed")
+        if features == "embed" and not base.inner.head_only:
+            raise ValueError("GP features 'embed' need a checkpoint that adapts the head only "
+                             "(its embeddings do not change while it adapts)")
         self.base, self.features = base, features
-        self._knobs: dict[str, np.ndarray] = {}
+        self._features: dict[str, np.ndarray] = {}
 
-    def _knob_matrix(self, w: EvalWorkload) -> np.ndarray:
-        if w.name not in self._knobs:
+    def _feature_matrix(self, w: EvalWorkload) -> np.ndarray:
+        """The GP's inputs for every candidate of ``w``: an ``n x d`` array."""
+        if w.name not in self._features:
             if self.features == "embed":
-                e = self.base._workload_inputs(w).double().numpy()
-                self._knobs[w.name] = (e - e.mean(0)) / np.maximum(e.std(0), 1e-9)
+                e = self.base.workload_inputs(w).double().numpy()
+                self._features[w.name] = (e - e.mean(0)) / np.maximum(e.std(0), 1e-9)
             else:
                 from tuner.search.knobs import KnobSpace
 
-                self._knobs[w.name] = KnobSpace().matrix(w.candidates)
-        return self._knobs[w.name]
+                self._features[w.name] = KnobSpace().matrix(w.candidates)
+        return self._features[w.name]
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
                seed: int) -> np.ndarray:
@@ -203,9 +211,9 @@ class GPMethod:
         support_prior, query_prior = self.base.adapted_scores(w, support, query)
         if not len(support):
             return query_prior
-        knobs = self._knob_matrix(w)
+        x = self._feature_matrix(w)
         y = relative_targets(w.seconds, support)[support]
-        return posterior_mean(knobs[query], query_prior, knobs[support], support_prior, y,
+        return posterior_mean(x[query], query_prior, x[support], support_prior, y,
                               device=torch.device("cpu"))
 
 
