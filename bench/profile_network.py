@@ -193,7 +193,9 @@ def _markdown(doc: dict) -> str:
         f"- command: `{doc['command']}`", f"- date: {doc['date']}",
         f"- machine: {doc['machine']}, flags {' '.join(doc['cpu_flags'])}; target "
         f"`{doc['target']}`; threads {doc['runtime']}",
-        f"- work dir: `{doc['work_dir']}`; runner settings alone: {doc['runner']}",
+        f"- work dir: `{doc['work_dir']}`; runner settings alone: "
+        + ", ".join(f"{k} {doc['runner'][k]}" for k in ("number", "repeat", "min_repeat_ms")
+                    if k in doc["runner"]),
         "",
         f"Network latency (VM time evaluator, median of 10): **{doc['latency_ms']:.2f} ms**. "
         f"Instrumented run (median of {doc['repeat']}): {doc['instrumented_ms']:.2f} ms, of "
