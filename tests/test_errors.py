@@ -178,3 +178,23 @@ def test_resuming_with_another_preset_is_refused(tmp_path):
     check_resume(str(tmp_path), load_tune_config(), info)  # same settings: resume
     with pytest.raises(ConfigError, match="preset meta-BO-T.*--work-dir"):
         check_resume(str(tmp_path), load_tune_config(overrides=["preset=xgb"]), info)
+    with pytest.raises(ConfigError, match="layout=NHWC.*layout=NCHW"):
+        check_resume(str(tmp_path), load_tune_config(overrides=["layout=NCHW"]), info)
+
+
+def test_a_work_dir_from_before_the_layout_was_recorded_resumes_as_nchw(tmp_path):
+    import json
+
+    from metatune.errors import ConfigError
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import SETTINGS_FILE, check_resume
+
+    info = resolve_target("llvm")
+    check_resume(str(tmp_path), load_tune_config(overrides=["layout=NCHW"]), info)
+    settings = json.loads((tmp_path / SETTINGS_FILE).read_text())
+    del settings["layout"]  # as written before the layout was recorded
+    (tmp_path / SETTINGS_FILE).write_text(json.dumps(settings))
+    (tmp_path / RECORD_FILE).write_text("[0, []]\n")
+    check_resume(str(tmp_path), load_tune_config(overrides=["layout=NCHW"]), info)
+    with pytest.raises(ConfigError, match="layout=NCHW"):
+        check_resume(str(tmp_path), load_tune_config(), info)  # the default is NHWC now

@@ -76,9 +76,13 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
         check_tracker(cfg.runner.rpc)
 
 
+#: The layout of work dirs whose settings predate the layout's record (the default then).
+OLD_LAYOUT = "NCHW"
+
+
 def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
-    """What makes measurements comparable: cost model, search, graph and target (the
-    plain dict written to ``settings.json``)."""
+    """What makes measurements comparable: cost model, search, graph, target and the
+    convolutions' data layout (the plain dict written to ``settings.json``)."""
     target = target_info.target
     mcpu = target.attrs.get("mcpu") if hasattr(target, "attrs") else None
     return {
@@ -86,6 +90,7 @@ def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
         "search": cfg.search,
         "graph": cfg.metatune.graph if cfg.cost_model == "metatune" else None,
         "target": {"kind": target_info.kind, "mcpu": str(mcpu) if mcpu else None},
+        "layout": cfg.layout,
     }
 
 
@@ -113,7 +118,7 @@ def _describe(settings: dict[str, Any]) -> str:
     target = settings.get("target")
     if target:
         text += f" on {target['kind']}" + (f" -mcpu={target['mcpu']}" if target["mcpu"] else "")
-    return text
+    return text + f", layout={settings.get('layout') or OLD_LAYOUT}"
 
 
 def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
@@ -126,7 +131,7 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
 
     Raises:
         ConfigError: The work dir holds measurements made with another cost model,
-            search, graph or target.
+            search, graph, target or layout.
     """
     new = run_settings(cfg, target_info)
     records = os.path.join(work_dir, RECORD_FILE)
@@ -134,7 +139,8 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
     old = _stored_settings(work_dir) if has_records else None
     if old is not None:
         keys = ["cost_model", "search", "graph"] + (["target"] if old.get("target") else [])
-        if any(old.get(k) != new[k] for k in keys):
+        if (any(old.get(k) != new[k] for k in keys)
+                or (old.get("layout") or OLD_LAYOUT) != new["layout"]):
             raise ConfigError(
                 f"work dir {work_dir} holds measurements made with {_describe(old)}, and "
                 f"the budget counts them: this run ({_describe(new)}) would tune nothing "
