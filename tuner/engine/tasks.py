@@ -61,7 +61,9 @@ class Lowering:
             store it in the layout its schedule reads best (packed once at compile time).
         layout: ``NCHW`` (as imported) or ``NHWC``: 2-D convolutions converted to NHWC
             data and OHWI weights (``relax.transform.ConvertLayout``); the ops around them
-            follow, and transposes are inserted at the network's edges.
+            follow, and transposes are inserted at the network's edges. ``tune.py``
+            defaults to NHWC (``TuneConfig.layout``); this default, NCHW, is the
+            layout the datasets' workloads are generated and collected in.
     """
 
     pack_weights: bool = True
