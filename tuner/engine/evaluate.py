@@ -65,7 +65,6 @@ class CompiledNetwork:
         runs = [r * 1e3 for r in timer(tvm.runtime.tensor(x, self.device)).results]
         return Latency(statistics.median(runs), runs)
 
-
     def profile(self, x: np.ndarray, repeat: int) -> tuple[dict[str, tuple[int, float]], float]:
         """Wall time of every function the VM calls, over ``repeat`` instrumented runs
         (after one warm-up run): kernels, and the VM's built-ins (allocation, reshapes).
