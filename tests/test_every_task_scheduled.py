@@ -71,13 +71,14 @@ def test_the_compile_finds_each_predicted_schedule(starved):
     from tuner.engine.database import open_database
     from tuner.engine.networks import load_network
     from tuner.engine.targets import resolve_target
-    from tuner.engine.tasks import extract_tasks
+    from tuner.engine.tasks import Lowering, extract_tasks
     from tuner.search.zero_shot import with_predictions
 
     work, report = starved
     target = resolve_target("llvm").target
     net = load_network(model_spec="tests.models:tiny_classifier", input_shape=(4, 8, 8))
-    tasks = {t.name: t for t in extract_tasks(net.relax_mod, target)}
+    lowering = Lowering(layout=report["config"]["layout"])  # as the run extracted them
+    tasks = {t.name: t for t in extract_tasks(net.relax_mod, target, lowering)}
     database = with_predictions(open_database(str(work)), str(work))
     predicted = [t["name"] for t in report["tasks"] if t["schedule"] == "predicted"]
     for name in predicted:
