@@ -187,11 +187,12 @@ def choose(summary: dict) -> str:
 
     ranks = dict.fromkeys(summary, 0.0)
     for metric, higher in CHOICE_METRICS.items():
-        def key(name: str, metric=metric, higher=higher) -> float:
+        keys = {}  # lower is better; a variant without the metric comes last
+        for name in summary:
             m = _mean_over_k(summary, name, metric)
-            return math.inf if math.isnan(m) else (-m if higher else m)
+            keys[name] = math.inf if math.isnan(m) else (-m if higher else m)
         for name in summary:  # a variant's place: how many are strictly better
-            ranks[name] += sum(key(other) < key(name) for other in summary)
+            ranks[name] += sum(keys[other] < keys[name] for other in summary)
     return min(summary, key=lambda name: (ranks[name],
                                           -_mean_over_k(summary, name, "pairwise")))
 

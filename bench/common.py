@@ -94,6 +94,45 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve}
 
 
+def measure(mods: list, info, runner: dict) -> list[float | None]:
+    """Build and time scheduled modules as tuning does; mean seconds (``None``: failed).
+
+    Args:
+        mods: Scheduled task ``IRModule``s.
+        info: The :class:`tuner.engine.targets.TargetInfo`.
+        runner: ``tuner.app.config.RunnerConfig`` fields (timing settings, cache flush).
+    """
+    sys.path.insert(0, REPO)
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    from metatune.records import measured_seconds
+    from tuner.app.config import RunnerConfig
+    from tuner.app.tuning import make_runner
+    from tuner.engine.builder import PersistentBuilder
+
+    builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=120,
+                                target_kinds=(info.kind,))
+    pool = make_runner(RunnerConfig(**runner), (info.kind,), info.num_cores)
+    try:
+        built = builder.build([BuilderInput(m, info.target) for m in mods])
+        out: list[float | None] = [None] * len(mods)
+        inputs, where = [], []
+        for i, (b, m) in enumerate(zip(built, mods)):
+            if b.error_msg is None:
+                inputs.append(RunnerInput(b.artifact_path, info.device_type,
+                                          ArgInfo.from_entry_func(m, remove_preproc=True)))
+                where.append(i)
+        for i, fut in zip(where, pool.run(inputs)):
+            res = fut.result()
+            out[i] = measured_seconds(res.run_secs, res.error_msg)
+        return out
+    finally:
+        builder.shutdown()
+        pool.pool.shutdown()
+
+
 def provenance(script: str) -> dict:
     """``command``, ``date`` and ``machine`` of this benchmark run, for its JSON and page.
 

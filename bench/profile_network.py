@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REPO, provenance, write_results  # noqa: E402
+from bench.common import REPO, measure, provenance, write_results  # noqa: E402
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -50,36 +50,16 @@ def time_alone(database, tasks, info, runner_cfg: dict, *, flush: bool) -> dict[
     Returns:
         Task name -> mean seconds of one call (tasks without a valid record are left out).
     """
-    from tvm.s_tir import meta_schedule as ms
-
-    from metatune.records import measured_seconds
-    from tuner.app.config import RunnerConfig
-    from tuner.app.tuning import make_runner
-    from tuner.engine.builder import PersistentBuilder
-    from tuner.engine.database import as_candidate
-
-    picked = []
+    picked = {}
     for t in tasks:
         sch = database.query_schedule(t.extracted.dispatched[0], info.target,
                                       workload_name="main")
         if sch is not None:
-            picked.append((t.name, as_candidate(sch)))
-    builder = PersistentBuilder(max_workers=1, target_kinds=(info.kind,))
-    runner = make_runner(RunnerConfig(number=int(runner_cfg.get("number", 3)),
-                                      repeat=int(runner_cfg.get("repeat", 1)),
-                                      min_repeat_ms=int(runner_cfg.get("min_repeat_ms", 100)),
-                                      enable_cpu_cache_flush=flush),
-                         (info.kind,), info.num_cores)
-    built = builder.build([ms.builder.BuilderInput(c.sch.mod, info.target) for _, c in picked])
-    inputs = [ms.runner.RunnerInput(b.artifact_path, info.device_type, c.args_info)
-              for (_, c), b in zip(picked, built) if b.error_msg is None]
-    names = [n for (n, _), b in zip(picked, built) if b.error_msg is None]
-    out = {}
-    for name, future in zip(names, runner.run(inputs)):
-        secs = measured_seconds(future.result().run_secs, future.result().error_msg)
-        if secs is not None:
-            out[name] = secs
-    return out
+            picked[t.name] = sch.mod
+    runner = {k: int(runner_cfg.get(k, default))
+              for k, default in (("number", 3), ("repeat", 1), ("min_repeat_ms", 100))}
+    secs = measure(list(picked.values()), info, {**runner, "enable_cpu_cache_flush": flush})
+    return {name: s for name, s in zip(picked, secs) if s is not None}
 
 
 def function_tasks(fused, tasks) -> dict[str, str]:

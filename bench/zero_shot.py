@@ -25,7 +25,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REPO, geomean, provenance, tune_tasks, write_results  # noqa: E402
+from bench.common import (REPO, geomean, measure, provenance, tune_tasks,  # noqa: E402
+                          write_results)
 
 #: The runner settings (``tuner.app.config.RunnerConfig`` fields).
 RUNNER = {"timeout_sec": 60, "number": 3, "repeat": 1, "min_repeat_ms": 100,
@@ -41,38 +42,6 @@ def task_kind(name: str) -> str:
     if "pool" in name:
         return "pool"
     return "elementwise"
-
-
-def measure(mods: list, info) -> list[float | None]:
-    """Build and time scheduled modules as tuning does; mean seconds (``None``: failed)."""
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.meta_schedule.builder import BuilderInput
-    from tvm.s_tir.meta_schedule.runner import RunnerInput
-
-    from metatune.records import measured_seconds
-    from tuner.engine.builder import PersistentBuilder
-    from tuner.app.config import RunnerConfig
-    from tuner.app.tuning import make_runner
-
-    builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=120,
-                                target_kinds=(info.kind,))
-    runner = make_runner(RunnerConfig(**RUNNER), (info.kind,), info.num_cores)
-    try:
-        built = builder.build([BuilderInput(m, info.target) for m in mods])
-        out: list[float | None] = [None] * len(mods)
-        inputs, where = [], []
-        for i, (b, m) in enumerate(zip(built, mods)):
-            if b.error_msg is None:
-                inputs.append(RunnerInput(b.artifact_path, info.device_type,
-                                          ArgInfo.from_entry_func(m, remove_preproc=True)))
-                where.append(i)
-        for i, fut in zip(where, runner.run(inputs)):
-            res = fut.result()
-            out[i] = measured_seconds(res.run_secs, res.error_msg)
-        return out
-    finally:
-        builder.shutdown()
-        runner.pool.shutdown()
 
 
 def run_network(network: str, seed: int) -> dict:
@@ -93,8 +62,9 @@ def run_network(network: str, seed: int) -> dict:
     picks = [predict_best(m, info.target, model, cfg.predict_unmeasured,
                           seed=seed, num_threads=info.num_cores, task_name=t.name)
              for m, t in zip(mods, tasks)]
-    default = measure(mods, info)
-    zero = measure([p.mod if p is not None else m for p, m in zip(picks, mods)], info)
+    default = measure(mods, info, RUNNER)
+    zero = measure([p.mod if p is not None else m for p, m in zip(picks, mods)], info,
+                   RUNNER)
     rows = []
     for t, d, z in zip(tasks, default, zero):
         outcome, _, _ = tune_tasks([t], ["preset=meta-BO-T", "trials=16", "trials_per_round=16",
