@@ -33,14 +33,38 @@ RUNS = os.path.join(REPO, "docs", "bench", "runs", "parity")
 OUT = os.path.join(REPO, "docs", "bench", "pytorch-parity")
 
 
-def record_path(network: str, seed: int, budget: int) -> str:
-    return os.path.join(RUNS, f"{network}-s{seed}-{budget}.json")
+def slug(network: str) -> str:
+    """A file-name-safe name: a built-in network's, or a ``module:callable`` spec's callable."""
+    return network.rpartition(":")[2]
 
 
-def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[str]) -> dict:
-    """Tune ``network``'s work dir up to ``budget`` trials with ``tune.py`` and record it."""
-    work = os.path.join(work_root, f"{network}-s{seed}")
-    cmd = [sys.executable, os.path.join(REPO, "tune.py"), "--network", network,
+def record_path(network: str, seed: int, budget: int, runs: str | None = None) -> str:
+    return os.path.join(runs or RUNS, f"{slug(network)}-s{seed}-{budget}.json")
+
+
+def network_args(network: str) -> list[str]:
+    """``tune.py``'s flags for a built-in network name or a ``module:callable`` spec."""
+    return ["--model", network] if ":" in network else ["--network", network]
+
+
+def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[str],
+              runs: str | None = None, work_name: str | None = None) -> dict:
+    """Tune ``network``'s work dir up to ``budget`` trials with ``tune.py`` and record it.
+
+    Args:
+        network: A built-in network name or a ``module:callable`` spec.
+        seed: Tuning seed.
+        budget: Trials in total; a work dir tuned to a smaller budget is resumed.
+        work_root: Folder of the work dirs.
+        extra: More ``tune.py`` overrides (they come last, so they win).
+        runs: Folder of the stage records (default: :data:`RUNS`).
+        work_name: The work dir's name under ``work_root`` (default ``<network>-s<seed>``).
+
+    Returns:
+        The stage record, also written to :func:`record_path`.
+    """
+    work = os.path.join(work_root, work_name or f"{slug(network)}-s{seed}")
+    cmd = [sys.executable, os.path.join(REPO, "tune.py"), *network_args(network),
            "--trials", str(budget), "--seed", str(seed), "--work-dir", work,
            "evaluate.torch_compile=true", "evaluate.untuned=false", "progress=false",
            "tensorboard=false", *extra]
@@ -48,7 +72,8 @@ def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[
     subprocess.run(cmd, check=True, cwd=REPO)
     with open(os.path.join(work, "report.json"), encoding="utf-8") as f:
         report = json.load(f)
-    previous = [load_record(network, seed, b) for b in stage_budgets_below(network, seed, budget)]
+    previous = [load_record(network, seed, b, runs)
+                for b in stage_budgets_below(network, seed, budget, runs)]
     rec = {
         "network": network, "seed": seed, "budget": budget,
         "latency_ms": report["latency_ms"], "check_error": report["check_error"],
@@ -58,18 +83,21 @@ def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[
         "trials_total": report["trials_total"], "failures": report["failures"],
         "tasks": report["tasks"], "target": report["target"], "runtime": report["runtime"],
         "machine": report["machine"], "preset": report["preset"],
+        "layout": report["config"].get("layout", "NCHW"),
     }
-    os.makedirs(RUNS, exist_ok=True)
-    with open(record_path(network, seed, budget), "w", encoding="utf-8") as f:
+    os.makedirs(runs or RUNS, exist_ok=True)
+    with open(record_path(network, seed, budget, runs), "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=1)
     return rec
 
 
-def stage_budgets_below(network: str, seed: int, budget: int) -> list[int]:
+def stage_budgets_below(network: str, seed: int, budget: int,
+                        runs: str | None = None) -> list[int]:
     """The budgets of this network and seed already recorded below ``budget``."""
     out = []
-    for name in os.listdir(RUNS) if os.path.isdir(RUNS) else []:
-        prefix = f"{network}-s{seed}-"
+    runs = runs or RUNS
+    for name in os.listdir(runs) if os.path.isdir(runs) else []:
+        prefix = f"{slug(network)}-s{seed}-"
         if name.startswith(prefix) and name.endswith(".json"):
             b = int(name[len(prefix):-5])
             if b < budget:
@@ -77,8 +105,8 @@ def stage_budgets_below(network: str, seed: int, budget: int) -> list[int]:
     return sorted(out)
 
 
-def load_record(network: str, seed: int, budget: int) -> dict | None:
-    path = record_path(network, seed, budget)
+def load_record(network: str, seed: int, budget: int, runs: str | None = None) -> dict | None:
+    path = record_path(network, seed, budget, runs)
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:
