@@ -23,6 +23,7 @@ the defaults):
 - ``meta-sgd``: a learned step size per parameter (Meta-SGD);
 - ``maml-rank`` / ``maml-mse+rank``: a pairwise ranking loss instead of / beside MSE
   (``maml-mse+rank`` won on the validation workloads and is the default since);
+- ``maml-list`` / ``maml-mse+list``: a listwise loss (ListNet) instead of / beside MSE;
 - ``maml-1-way``: tasks of one workload with 16 shots (as the tuner adapts: one task's
   measurements), 8 tasks per meta-batch;
 - ``1-way-rank-sgd``: one-workload tasks, MSE + rank loss and Meta-SGD together;
@@ -54,6 +55,8 @@ VARIANTS: dict[str, list[str]] = {
     "meta-sgd": ["meta.adapt.meta_sgd=true", "meta.adapt.loss=mse"],
     "maml-rank": ["meta.adapt.loss=rank"],
     "maml-mse+rank": ["meta.adapt.loss=mse+rank"],
+    "maml-list": ["meta.adapt.loss=list"],
+    "maml-mse+list": ["meta.adapt.loss=mse+list"],
     "maml-1-way": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
                    "meta.adapt.loss=mse"],
     "1-way-rank-sgd": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",

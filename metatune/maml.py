@@ -13,8 +13,9 @@ for:
 - ``steps`` and ``lr``: inner steps and step size; with ``meta_sgd`` every adapted tensor
   has its own learned step sizes (Meta-SGD, Li et al. 2017), meta-trained with the rest;
 - ``loss``: ``mse`` on the relative throughput, a pairwise ``rank`` loss (RankNet's
-  logistic loss over the pairs of a task, as learned tensor-program cost models use), or
-  both (``mse+rank``).
+  logistic loss over the pairs of a task, as learned tensor-program cost models use), a
+  listwise ``list`` loss (ListNet's cross-entropy between the top-one distributions of
+  targets and scores), or MSE beside either (``mse+rank``, ``mse+list``).
 
 The inputs of an adaptation are the support set's embeddings when only the head adapts
 (computed once, the cheap path the tuner takes every round), else the graph batch itself.
@@ -31,7 +32,10 @@ from torch.func import functional_call
 from metatune.errors import ConfigError
 
 SCOPES = ("head", "last_gcn", "all")
-LOSSES = ("mse", "rank", "mse+rank")
+LOSSES = ("mse", "rank", "mse+rank", "list", "mse+list")
+#: ListNet's temperature, in units of relative throughput: a candidate 0.1 below another
+#: is e (2.7) times less likely to be the best. Targets within a task span [0, 1].
+LIST_TEMPERATURE = 0.1
 
 
 @dataclass
@@ -43,7 +47,7 @@ class AdaptConfig:
         scope: ``head``, ``last_gcn`` or ``all``.
         steps: Inner gradient steps.
         lr: Inner step size (the initial one with ``meta_sgd``).
-        loss: ``mse``, ``rank`` or ``mse+rank``.
+        loss: ``mse``, ``rank``, ``mse+rank``, ``list`` or ``mse+list``.
         meta_sgd: Learn a step size per adapted parameter.
     """
 
@@ -84,11 +88,32 @@ def pairwise_rank_loss(pred: Tensor, target: Tensor) -> Tensor:
     return nn.functional.softplus(-(pred[:, None] - pred[None, :])[better]).mean()
 
 
+def listwise_loss(pred: Tensor, target: Tensor,
+                  temperature: float = LIST_TEMPERATURE) -> Tensor:
+    """ListNet's top-one cross-entropy over the candidates of a task (Cao et al. 2007).
+
+    Args:
+        pred: A ``k`` tensor of scores.
+        target: A ``k`` tensor of targets (higher is better).
+        temperature: Softmax temperature of both distributions, in target units.
+
+    Returns:
+        ``-sum(softmax(target / T) * log_softmax(pred / T))`` minus its value at
+        ``pred = target`` (the targets' entropy), so a perfect score is 0 and the loss
+        adds to MSE on the same footing whatever the task's size.
+    """
+    p = torch.softmax(target / temperature, dim=0)
+    cross = -(p * torch.log_softmax(pred / temperature, dim=0)).sum()
+    entropy = -(p * torch.log_softmax(target / temperature, dim=0)).sum()
+    return cross - entropy
+
+
 def task_loss(pred: Tensor, target: Tensor, kind: str) -> Tensor:
-    """The adaptation loss of one task: ``mse``, ``rank`` or ``mse+rank``."""
+    """The adaptation loss of one task, ``kind`` one of :data:`LOSSES`."""
     mse = nn.functional.mse_loss(pred, target) if "mse" in kind else 0.0
     rank = pairwise_rank_loss(pred, target) if "rank" in kind else 0.0
-    return mse + rank
+    listwise = listwise_loss(pred, target) if "list" in kind else 0.0
+    return mse + rank + listwise
 
 
 def adapted_names(net: nn.Module, scope: str) -> list[str]:

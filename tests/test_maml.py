@@ -72,7 +72,7 @@ def test_first_order_drops_only_second_order_terms():
     assert all(torch.allclose(a, p.grad) for a, p in zip(plain, net.parameters()))
 
 
-@pytest.mark.parametrize("loss", ["mse", "rank", "mse+rank"])
+@pytest.mark.parametrize("loss", ["mse", "rank", "mse+rank", "list", "mse+list"])
 def test_adaptation_lowers_support_loss_and_leaves_the_net_untouched(loss):
     from metatune.maml import task_loss
 
@@ -93,6 +93,19 @@ def test_rank_loss_counts_only_ordered_pairs():
     wrong = pairwise_rank_loss(torch.tensor([0.0, 1.0, 3.0]), target)
     assert right < wrong
     assert pairwise_rank_loss(torch.zeros(3), torch.ones(3)) == 0.0  # all tie: no pairs
+
+
+def test_listwise_loss_is_zero_at_the_targets_and_favours_the_right_best():
+    from metatune.maml import listwise_loss
+
+    target = torch.tensor([1.0, 0.6, 0.2])
+    assert abs(listwise_loss(target.clone(), target).item()) < 1e-6
+    right = listwise_loss(torch.tensor([0.9, 0.5, 0.3]), target)
+    wrong = listwise_loss(torch.tensor([0.3, 0.5, 0.9]), target)
+    assert 0 < right < wrong
+    swap_tail = listwise_loss(torch.tensor([1.0, 0.2, 0.6]), target)
+    swap_head = listwise_loss(torch.tensor([0.6, 1.0, 0.2]), target)
+    assert swap_tail < swap_head  # the top of the list weighs more than its tail
 
 
 def test_meta_sgd_learns_a_step_size_per_parameter():
