@@ -162,15 +162,19 @@ CONV_FIELDS = ("layer", "flops", "torch_ms", "shape", "out_size")
 
 
 def _same_conv(conv: dict, task: dict) -> bool:
-    """Whether a task's first two arguments are the conv's NCHW input and OIHW weight, and
-    its output (the last argument) has the conv's output size (when recorded)."""
+    """Whether a task's first two arguments are the conv's input and weight (NCHW and OIHW,
+    or NHWC and OHWI), and its output (the last argument) has the conv's output size (when
+    recorded)."""
     args = task.get("args") or []
     if len(conv["shape"]) != 6 or len(args) < 3:
         return False
     cin, cout, k, _stride, groups, size = conv["shape"]
     out = conv.get("out_size")
-    return (args[0] == [1, cin, size, size] and args[1] == [cout, cin // groups, k, k]
+    nchw = (args[0] == [1, cin, size, size] and args[1] == [cout, cin // groups, k, k]
             and (out is None or args[-1][-2:] == [out, out]))
+    nhwc = (args[0] == [1, size, size, cin] and args[1] == [cout, k, k, cin // groups]
+            and (out is None or args[-1][1:3] == [out, out]))
+    return nchw or nhwc
 
 
 def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
@@ -179,10 +183,10 @@ def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
     A task whose input, weight and output shapes are the conv's (``args`` in the report)
     is the same convolution; when several are (the same conv fused with and without a
     residual add), the one with the fewest arguments (the plain epilogue) stands for it.
-    Reports without the shapes (older ones), and layouts they do not match (NHWC), fall
-    back to the FLOP count: a fused TVM task adds bias and activation FLOPs to its conv's,
-    so a conv task within 10 % is taken as the same convolution, only when it is the only
-    one (convs of different shapes with equal FLOPs are left unpaired rather than guessed).
+    Reports without the shapes (older ones) fall back to the FLOP count: a fused TVM task
+    adds bias and activation FLOPs to its conv's, so a conv task within 10 % is taken as the
+    same convolution, only when it is the only one (convs of different shapes with equal
+    FLOPs are left unpaired rather than guessed).
     """
     import math
 
@@ -216,17 +220,19 @@ def task_sum(tasks: list[dict]) -> float | None:
     return sum(times) if times else None
 
 
-def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> None:
-    """The page and JSON from the records of ``docs/bench/runs/parity``."""
-    records = [r for n in networks for s in seeds for b in budgets
-               if (r := load_record(n, s, b)) is not None]
+def write_page(networks: list[str], seeds: list[int], budgets: list[int],
+               layouts: list[str]) -> None:
+    """The page and JSON from the records of ``docs/bench/runs/parity/<layout>/``."""
+    records = [{**r, "layout": lay}  # the folder's (records before 2026-12-01 lack it)
+               for lay in layouts for n in networks for s in seeds for b in budgets
+               if (r := load_record(n, s, b, layout_runs(lay))) is not None]
     prov = provenance("pytorch_parity.py")
     lines = ["# Tuned networks against PyTorch on the same CPU", "",
              f"Command: `{prov['command']}`. Each network's work dir is tuned by `tune.py` "
              "(default preset, meta-BO-T) to each budget in turn, and after each budget the "
              "compiled network is timed beside PyTorch eager and torch.compile in the same "
-             "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/`. "
-             "The last column sums the best measured latency of each measured task (times "
+             "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/<layout>/`"
+             ". The last column sums the best measured latency of each measured task (times "
              "its weight, first seed): the kernels alone, without the untuned glue, the "
              "predicted tasks and the runtime between calls.", ""]
     machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
@@ -236,56 +242,64 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
         lines.append(f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}.")
     if len(machines) > 1:
         lines.append("- **Several machines**: compare rows only within one machine.")
-    lines += ["", "| network | trials | tuned ms (per seed) | median | PyTorch eager | "
+    lines += ["", "| layout | network | trials | tuned ms (per seed) | median | PyTorch eager | "
               "torch.compile | tuned / eager | tuning min (cumulative) | tasks measured / "
-              "predicted | sum of measured tasks ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "predicted | sum of measured tasks ms |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
-    for net in networks:
-        for b in budgets:
-            rows = [r for r in records if r["network"] == net and r["budget"] == b]
-            if not rows:
-                continue
-            tuned = [r["latency_ms"]["tuned"] for r in rows]
-            eager = median([r["latency_ms"]["torch"] for r in rows])
-            comp = median([r["latency_ms"]["torch_compile"] for r in rows])
-            minutes = median([r["tuning_seconds_total"] / 60 for r in rows])
-            ratio = median(tuned) / eager if eager else None
-            src = rows[0]["tasks"]
-            lines.append(
-                f"| {net} | {b} | {' / '.join(_fmt(t) for t in tuned)} | {_fmt(median(tuned))} "
-                f"| {_fmt(eager)} | {_fmt(comp)} | {_fmt(ratio, 2)} | {_fmt(minutes)} | "
-                f"{sum(t['schedule'] == 'measured' for t in src)} / "
-                f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} | "
-                f"{_fmt(task_sum(src))} |")
-            verdicts.append((net, b, ratio, minutes))
+    for lay in layouts:
+        for net in networks:
+            for b in budgets:
+                rows = [r for r in records
+                        if r["layout"] == lay and r["network"] == net and r["budget"] == b]
+                if not rows:
+                    continue
+                tuned = [r["latency_ms"]["tuned"] for r in rows]
+                eager = median([r["latency_ms"]["torch"] for r in rows])
+                comp = median([r["latency_ms"]["torch_compile"] for r in rows])
+                minutes = median([r["tuning_seconds_total"] / 60 for r in rows])
+                ratio = median(tuned) / eager if eager else None
+                src = rows[0]["tasks"]
+                lines.append(
+                    f"| {lay} | {net} | {b} | {' / '.join(_fmt(t) for t in tuned)} | "
+                    f"{_fmt(median(tuned))} | {_fmt(eager)} | {_fmt(comp)} | {_fmt(ratio, 2)} | "
+                    f"{_fmt(minutes)} | {sum(t['schedule'] == 'measured' for t in src)} / "
+                    f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} | "
+                    f"{_fmt(task_sum(src))} |")
+                verdicts.append((lay, net, b, ratio, minutes, len(rows)))
     lines += ["", "## Goals", ""]
-    r18 = [(b, ratio, m) for n, b, ratio, m in verdicts if n == "resnet-18" and ratio]
-    hit = [(b, m) for b, ratio, m in r18 if ratio <= 1.0 and m <= 30]
-    lines.append("- resnet-18 at or below PyTorch eager within 30 tuning minutes: "
-                 + (f"**reached** at {hit[0][0]} trials ({hit[0][1]:.1f} min)." if hit else
-                    "**not reached** " + ("(" + "; ".join(
-                        f"{b} trials: {ratio:.2f}x eager after {m:.1f} min"
-                        for b, ratio, m in r18) + ")." if r18 else "(not run yet).")))
     top = max(budgets)
-    for net in networks:
-        at_top = [ratio for n, b, ratio, _ in verdicts if n == net and b == top and ratio]
-        state = ("not run yet" if not at_top else
-                 f"{'**reached**' if at_top[0] <= 1.0 else '**not reached**'}: "
-                 f"{at_top[0]:.2f}x eager")
-        lines.append(f"- {net} at or below 1.0x PyTorch eager at {top} trials: {state}.")
-    conv_rows = [(r["network"], c) for r in records if r.get("convs") for c in r["convs"]]
+    for lay in layouts:
+        r18 = [(b, ratio, m) for la, n, b, ratio, m, _ in verdicts
+               if la == lay and n == "resnet-18" and ratio]
+        hit = [(b, m) for b, ratio, m in r18 if ratio <= 1.0 and m <= 30]
+        lines.append(f"- {lay}: resnet-18 at or below PyTorch eager within 30 tuning minutes: "
+                     + (f"**reached** at {hit[0][0]} trials ({hit[0][1]:.1f} min)." if hit else
+                        "**not reached** " + ("(" + "; ".join(
+                            f"{b} trials: {ratio:.2f}x eager after {m:.1f} min"
+                            for b, ratio, m in r18) + ")." if r18 else "(not run yet).")))
+        for net in networks:
+            at_top = [(ratio, n_seeds) for la, n, b, ratio, _, n_seeds in verdicts
+                      if la == lay and n == net and b == top and ratio]
+            state = ("not run yet" if not at_top else
+                     f"{'**reached**' if at_top[0][0] <= 1.0 else '**not reached**'}: "
+                     f"{at_top[0][0]:.2f}x eager ({at_top[0][1]} of {len(seeds)} seeds)")
+            lines.append(f"- {lay}: {net} at or below 1.0x PyTorch eager at {top} trials: "
+                         f"{state}.")
+    conv_rows = [(r["layout"], r["network"], c) for r in records if r.get("convs")
+                 for c in r["convs"]]
     if conv_rows:
         lines += ["", "## Each convolution against oneDNN", "",
                   "Every conv layer timed alone in PyTorch (oneDNN, same threads), beside the "
                   "best measured schedule of its TVM task (matched by input and weight shapes, "
                   "or by FLOPs in records that lack the shapes, when one task alone matches; "
                   "the task adds bias and activation), seed 0 at the largest budget run.", "",
-                  "| network | layer | in, out, k, stride, groups, size | MFLOP | TVM task | "
-                  "TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for net, c in conv_rows:
+                  "| layout | network | layer | in, out, k, stride, groups, size | MFLOP | "
+                  "TVM task | TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for lay, net, c in conv_rows:
             ratio = (c["tvm_gflops"] / c["torch_gflops"]) if c["tvm_gflops"] else None
-            lines.append(f"| {net} | {c['layer']} | {', '.join(map(str, c['shape']))} | "
+            lines.append(f"| {lay} | {net} | {c['layer']} | {', '.join(map(str, c['shape']))} | "
                          f"{c['flops'] / 1e6:.0f} | "
                          + (f"{c['task']} ({c['schedule']})" if c["task"] else
                             f"- ({c.get('candidates', 0)} tasks match)")
@@ -296,28 +310,41 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
     write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
 
 
+def layout_runs(layout: str) -> str:
+    """The stage records of one layout."""
+    return os.path.join(RUNS, layout)
+
+
 def main(argv: list[str] | None = None) -> int:
     global RUNS, OUT
+    from tuner.app.config import TuneConfig
+    from tuner.engine.tasks import LAYOUTS
+
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--networks", nargs="+", default=list(NETWORKS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     p.add_argument("--budgets", nargs="+", type=int, default=[512, 1024, 2048])
+    p.add_argument("--layout", default=TuneConfig.layout, choices=LAYOUTS,
+                   help="the layout to tune in (default: tune.py's); the page shows all")
     p.add_argument("--work-root", default=os.path.join(REPO, "work", "parity"))
     p.add_argument("--report-only", action="store_true")
-    p.add_argument("--runs-dir", default=RUNS, help="where the stage records go")
+    p.add_argument("--runs-dir", default=RUNS, help="where the stage records go, per layout")
     p.add_argument("--out", default=OUT, help="page and JSON path, without extension")
     p.add_argument("overrides", nargs="*", help="tune.py config overrides")
     args = p.parse_args(argv)
     RUNS, OUT = os.path.abspath(args.runs_dir), os.path.abspath(args.out)
     budgets = sorted(args.budgets)
+    runs = layout_runs(args.layout)
     if not args.report_only:
         for seed in args.seeds:
             for net in args.networks:
                 for budget in budgets:
-                    if load_record(net, seed, budget) is None:
-                        run_stage(net, seed, budget, args.work_root, args.overrides)
-                last = load_record(net, seed, budgets[-1])
+                    if load_record(net, seed, budget, runs) is None:
+                        run_stage(net, seed, budget, args.work_root,
+                                  [f"layout={args.layout}", *args.overrides], runs=runs,
+                                  work_name=f"{slug(net)}-{args.layout}-s{seed}")
+                last = load_record(net, seed, budgets[-1], runs)
                 if last is not None and seed == min(args.seeds):
                     if "convs" in last:  # timed before: pair again, do not re-time
                         convs = [{k: c[k] for k in CONV_FIELDS} for c in last["convs"]]
@@ -326,10 +353,11 @@ def main(argv: list[str] | None = None) -> int:
 
                         convs = onednn_convs(net, resolve_target("llvm").num_cores)
                     last["convs"] = match_tasks(convs, last["tasks"])
-                    with open(record_path(net, seed, budgets[-1]), "w", encoding="utf-8") as f:
+                    with open(record_path(net, seed, budgets[-1], runs), "w",
+                              encoding="utf-8") as f:
                         json.dump(last, f, indent=1)
-                write_page(args.networks, args.seeds, budgets)
-    write_page(args.networks, args.seeds, budgets)
+                write_page(args.networks, args.seeds, budgets, list(LAYOUTS))
+    write_page(args.networks, args.seeds, budgets, list(LAYOUTS))
     return 0
 
 

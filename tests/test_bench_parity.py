@@ -48,14 +48,30 @@ def test_page_states_the_goals(tmp_path, monkeypatch):
     runs.mkdir()
     for rec in (_record("resnet-18", 512, 30.0, 20.0, 10), _record("resnet-18", 1024, 19.0,
                                                                    20.0, 25)):
-        (runs / f"resnet-18-s0-{rec['budget']}.json").write_text(json.dumps(rec))
+        (runs / "NHWC").mkdir(exist_ok=True)
+        (runs / "NHWC" / f"resnet-18-s0-{rec['budget']}.json").write_text(json.dumps(rec))
     monkeypatch.setattr(parity, "RUNS", str(runs))
     monkeypatch.setattr(parity, "OUT", str(tmp_path / "page"))
-    parity.write_page(["resnet-18", "alexnet"], [0], [512, 1024])
+    parity.write_page(["resnet-18", "alexnet"], [0], [512, 1024], ["NCHW", "NHWC"])
     text = (tmp_path / "page.md").read_text()
-    assert "**reached** at 1024 trials (25.0 min)" in text
-    assert "alexnet at or below 1.0x PyTorch eager at 1024 trials: not run yet" in text
+    assert "NHWC: resnet-18 at or below PyTorch eager within 30 tuning minutes: **reached** " \
+        "at 1024 trials (25.0 min)" in text
+    assert "NCHW: resnet-18 at or below PyTorch eager within 30 tuning minutes: **not " \
+        "reached** (not run yet)" in text
+    assert "NHWC: alexnet at or below 1.0x PyTorch eager at 1024 trials: not run yet" in text
+    assert "| NHWC | resnet-18 | 1024 | 19.0 |" in text
     assert "| 8.0 |" in text  # the measured conv, weight 2 x 4 ms; the predicted pool left out
+
+
+def test_nhwc_convs_pair_with_their_nhwc_task():
+    conv = {"layer": "layer1.0.conv1", "flops": 2.3e8, "torch_ms": 2.0,
+            "shape": [64, 64, 3, 1, 1, 56], "out_size": 56}
+    task = {"name": "fused_conv2d1_add1_relu11", "flops": 2.3e8, "best_ms": 1.0,
+            "args": [[1, 56, 56, 64], [64, 3, 3, 64], [1, 1, 1, 64], [1, 56, 56, 64]]}
+    other = {**task, "name": "fused_conv2d3", "args": [[1, 28, 28, 128], [128, 3, 3, 128],
+                                                      [1, 28, 28, 128]]}
+    (row,) = parity.match_tasks([conv], [other, task])
+    assert row["task"] == "fused_conv2d1_add1_relu11"
 
 
 def test_model_specs_get_model_flags_and_short_record_names(tmp_path):
