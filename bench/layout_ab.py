@@ -11,8 +11,16 @@ networks of ``bench/pytorch_parity.py``: the rule, fixed before the runs, is tha
 stays the default when the geometric mean over (network, seed) of tuned NHWC / tuned NCHW
 latency is below 1 at the largest budget.
 
-Every finished stage is recorded in ``docs/bench/runs/layout-ab/<LAYOUT>/``, so the
-command resumes after an interruption, and ``--report-only`` rewrites the page.
+A single timing at the end of each ``tune.py`` run is not enough: on these shared 2-core
+machines one network's latency moves by 20 % from one minute to the next (alexnet's
+128-trial work dirs, timed by ``make tune`` back to back, gave NHWC 1.18x NCHW; compiled
+again and timed minutes later, 0.83x). So as soon as both layouts of a stage are tuned,
+both work dirs are compiled in one process and timed interleaved (NCHW, NHWC, NHWC, NCHW,
+... ``--rounds`` times each), and the verdict uses these paired medians.
+
+Every finished stage is recorded in ``docs/bench/runs/layout-ab/<LAYOUT>/``, its paired
+timing in ``docs/bench/runs/layout-ab/paired/``, so the command resumes after an
+interruption, and ``--report-only`` rewrites the page.
 
     python bench/layout_ab.py                       # about 2 hours on 2 cores
     python bench/layout_ab.py --report-only
@@ -21,6 +29,7 @@ command resumes after an interruption, and ``--report-only`` rewrites the page.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -41,21 +50,77 @@ def runs_dir(layout: str) -> str:
     return os.path.join(RUNS, layout)
 
 
+def paired_path(network: str, seed: int, budget: int) -> str:
+    return os.path.join(RUNS, "paired", f"{slug(network)}-s{seed}-{budget}.json")
+
+
+def load_paired(network: str, seed: int, budget: int) -> dict | None:
+    path = paired_path(network, seed, budget)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def time_paired(network: str, seed: int, budget: int, work_root: str, rounds: int) -> dict:
+    """Compile both layouts' work dirs of a stage and time them interleaved.
+
+    Each round times the two compiled networks one after the other (the order alternating
+    from round to round), each with ``tune.py``'s own evaluation settings (VM time
+    evaluator, ``evaluate.repeat`` runs of at least ``evaluate.min_repeat_ms``).
+
+    Returns:
+        ``ms``: layout -> the median of each round's median; ``rounds``: layout -> the
+        rounds' medians; ``check_error``: layout -> the output's relative error against
+        the reference; written to :func:`paired_path`.
+    """
+    from bench.profile_network import compile_work_dir
+    from tuner.engine.evaluate import check_output
+    from tuner.engine.runtime import runtime_info
+
+    built = {lay: compile_work_dir(os.path.join(work_root, f"{slug(network)}-{lay}-s{seed}"))
+             for lay in LAYOUTS}
+    x = built[LAYOUTS[0]].network.example_input()
+    errors = {lay: check_output(w.compiled.run(x), w.network.reference(x), 1e-3)
+              for lay, w in built.items()}
+    times: dict[str, list[float]] = {lay: [] for lay in LAYOUTS}
+    for r in range(rounds):
+        for lay in (LAYOUTS if r % 2 == 0 else LAYOUTS[::-1]):
+            ev = built[lay].cfg.get("evaluate", {})
+            times[lay].append(built[lay].compiled.time(
+                x, int(ev.get("repeat", 10)), int(ev.get("min_repeat_ms", 200))).median_ms)
+    info = built[LAYOUTS[0]].info
+    rec = {"network": network, "seed": seed, "budget": budget, "rounds": times,
+           "ms": {lay: median(v) for lay, v in times.items()}, "check_error": errors,
+           "target": info.description, "runtime": runtime_info(info.num_cores),
+           **provenance("layout_ab.py")}
+    os.makedirs(os.path.dirname(paired_path(network, seed, budget)), exist_ok=True)
+    with open(paired_path(network, seed, budget), "w", encoding="utf-8") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
 def ratios(networks: list[str], seeds: list[int], budget: int) -> list[tuple[str, int, float]]:
-    """``(network, seed, NHWC / NCHW tuned latency)`` for every pair recorded at ``budget``."""
+    """``(network, seed, NHWC / NCHW)`` of the paired timings recorded at ``budget``."""
     out = []
     for net in networks:
         for seed in seeds:
-            a, b = (load_record(net, seed, budget, runs_dir(lay)) for lay in LAYOUTS)
-            if a and b:
-                out.append((net, seed, b["latency_ms"]["tuned"] / a["latency_ms"]["tuned"]))
+            p = load_paired(net, seed, budget)
+            if p:
+                out.append((net, seed, p["ms"]["NHWC"] / p["ms"]["NCHW"]))
     return out
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> None:
     """The page and JSON from the stage records."""
     records = [r for lay in LAYOUTS for n in networks for s in seeds for b in budgets
                if (r := load_record(n, s, b, runs_dir(lay))) is not None]
+    paired = [p for n in networks for s in seeds for b in budgets
+              if (p := load_paired(n, s, b)) is not None]
     prov = provenance("layout_ab.py")
     lines = ["# NHWC against NCHW, end to end, on selection networks", "",
              f"Command: `{prov['command']}`; {prov['date']}. Each (network, seed) is tuned by "
@@ -65,16 +130,20 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
              "back to back. Records: `docs/bench/runs/layout-ab/`.", "",
              "The networks are not among those the benchmarks report on; the rule was fixed "
              "before the runs: NHWC stays the default when the geometric mean over "
-             "(network, seed) of NHWC / NCHW tuned latency is below 1 at the largest budget.",
-             ""]
+             "(network, seed) of NHWC / NCHW tuned latency is below 1 at the largest budget. "
+             "The latency it uses is the paired one: both layouts' work dirs compiled in one "
+             "process right after the stage and timed interleaved (see the script's "
+             "docstring: single timings minutes apart move by 20 % on this machine); the "
+             "`tune.py` runs' own timings are shown beside it.", ""]
     machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
                         r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
                         f"{r['runtime']['torch_threads']} threads") for r in records})
     for cpu, flags, target, threads in machines:
         lines.append(f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}.")
-    lines += ["", "| network | trials | seed | NCHW ms | NHWC ms | NHWC / NCHW | PyTorch eager "
-              "ms (NCHW run / NHWC run) | tasks NCHW / NHWC | tuning min NCHW / NHWC |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| network | trials | seed | paired NCHW ms | paired NHWC ms | NHWC / NCHW | "
+              "tune.py's own NCHW / NHWC ms | PyTorch eager ms (NCHW run / NHWC run) | "
+              "tasks NCHW / NHWC | tuning min NCHW / NHWC |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for net in networks:
         for b in budgets:
             for seed in seeds:
@@ -82,8 +151,11 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
                 if not (a and c):
                     continue
                 ta, tc = a["latency_ms"]["tuned"], c["latency_ms"]["tuned"]
+                p = load_paired(net, seed, b)
+                pa, pc = (p["ms"]["NCHW"], p["ms"]["NHWC"]) if p else (None, None)
                 lines.append(
-                    f"| {slug(net)} | {b} | {seed} | {ta:.2f} | {tc:.2f} | {tc / ta:.3f} | "
+                    f"| {slug(net)} | {b} | {seed} | {_fmt(pa)} | {_fmt(pc)} | "
+                    f"{_fmt(pc / pa if p else None, 3)} | {ta:.2f} / {tc:.2f} | "
                     f"{a['latency_ms']['torch']:.2f} / {c['latency_ms']['torch']:.2f} | "
                     f"{len(a['tasks'])} / {len(c['tasks'])} | "
                     f"{a['tuning_seconds_total'] / 60:.1f} / "
@@ -111,7 +183,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
                   f"{abs(math.log(g)) * 100:.0f} % in log terms)."]
     lines.append("")
     doc = {"command": prov["command"], "date": prov["date"], "summary": summary,
-           "records": records}
+           "paired": paired, "records": records}
     write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
 
 
@@ -123,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     p.add_argument("--budgets", nargs="+", type=int, default=[128, 512])
     p.add_argument("--work-root", default=os.path.join(REPO, "work", "layout-ab"))
+    p.add_argument("--rounds", type=int, default=5, help="paired timing rounds per layout")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("overrides", nargs="*", help="more tune.py config overrides")
     args = p.parse_args(argv)
@@ -138,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                                       ["evaluate.torch_compile=false", f"layout={lay}",
                                        *args.overrides], runs=runs_dir(lay),
                                       work_name=f"{slug(net)}-{lay}-s{seed}")
+                    if load_paired(net, seed, budget) is None:
+                        time_paired(net, seed, budget, args.work_root, args.rounds)
                     write_page(args.networks, args.seeds, budgets)
     write_page(args.networks, args.seeds, budgets)
     return 0

@@ -94,24 +94,32 @@ def symbol_task(symbol: str, owner: dict[str, str]) -> str | None:
     return owner[max(prefixes, key=len)] if prefixes else None
 
 
-def run(argv: list[str] | None = None) -> dict:
-    """Profile a work dir's network; returns the JSON document."""
-    args = _parse(argv)
-    work = os.path.abspath(args.work_dir)
-    with open(os.path.join(work, "report.json"), encoding="utf-8") as f:
-        report = json.load(f)
-    cfg = report["config"]
-    os.chdir(REPO)
+def compile_work_dir(work: str):
+    """Compile a ``tune.py`` work dir's network as ``tune.py`` does (its report's settings,
+    its database with the predicted schedules).
+
+    Args:
+        work: The work dir (``report.json``, database).
+
+    Returns:
+        A namespace with ``cfg`` (the report's config), ``info`` (target), ``network``,
+        ``lowering``, ``tasks``, ``database``, ``compiled`` (the
+        :class:`tuner.engine.evaluate.CompiledNetwork`) and ``fused`` (the fused
+        ``IRModule`` it was compiled from).
+    """
+    from types import SimpleNamespace
+
     from tuner.engine.database import open_database
     from tuner.engine.evaluate import compile_network
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.networks import load_network
-    from tuner.engine.runtime import configure_tvm_threads, runtime_info
+    from tuner.engine.runtime import configure_tvm_threads
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import Lowering, extract_tasks
     from tuner.search.zero_shot import with_predictions
-    from metatune.provenance import simd_flags
 
+    with open(os.path.join(work, "report.json"), encoding="utf-8") as f:
+        cfg = json.load(f)["config"]
     info = resolve_target(cfg["target"], cfg.get("num_cores"))
     configure_tvm_threads(info.num_cores)
     load_tensor_intrinsics((info.kind,))
@@ -126,10 +134,25 @@ def run(argv: list[str] | None = None) -> dict:
     fused: list = []
     compiled = compile_network(network.relax_mod, info.target, database, info.device_type,
                                lowering, on_fused=fused.append)
+    return SimpleNamespace(cfg=cfg, info=info, network=network, lowering=lowering,
+                           tasks=tasks, database=database, compiled=compiled, fused=fused[0])
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Profile a work dir's network; returns the JSON document."""
+    args = _parse(argv)
+    work = os.path.abspath(args.work_dir)
+    os.chdir(REPO)
+    from tuner.engine.runtime import runtime_info
+    from metatune.provenance import simd_flags
+
+    w = compile_work_dir(work)
+    cfg, info, network, tasks, database, compiled = (w.cfg, w.info, w.network, w.tasks,
+                                                     w.database, w.compiled)
     x = network.example_input()
     latency = compiled.time(x, 10, 200).median_ms
     calls, instrumented_ms = compiled.profile(x, args.repeat)
-    owner = function_tasks(fused[0], tasks)
+    owner = function_tasks(w.fused, tasks)
     warm = time_alone(database, tasks, info, cfg.get("runner", {}), flush=False)
     cold = time_alone(database, tasks, info, cfg.get("runner", {}), flush=True)
 

@@ -31,3 +31,8 @@ def tiny_classifier() -> nn.Module:
 def raises() -> nn.Module:
     """A factory that fails (for error tests)."""
     raise RuntimeError("weights not found")
+
+
+def unseeded_linear() -> nn.Module:
+    """A factory that initialises at random without seeding (as torchvision's do)."""
+    return nn.Linear(4, 4)

@@ -93,10 +93,17 @@ def test_layout_ab_page_gives_the_verdict_by_the_fixed_rule(tmp_path, monkeypatc
         runs = tmp_path / "runs" / lay
         runs.mkdir(parents=True)
         for net, ms in tuned.items():
-            rec = _record(net, 512, ms, 12.0, 5)
+            rec = _record(net, 512, ms * 1.2, 12.0, 5)  # tune.py's own timing, 20 % off
             (runs / f"{parity.slug(net)}-s0-512.json").write_text(json.dumps(rec))
+    (tmp_path / "runs" / "paired").mkdir()
+    for net in nets:
+        ms = {lay: tuned[net] for lay, tuned in (
+            ("NCHW", {"m:net_a": 20.0, "m:net_b": 10.0}),
+            ("NHWC", {"m:net_a": 10.0, "m:net_b": 15.0}))}
+        (tmp_path / "runs" / "paired" / f"{parity.slug(net)}-s0-512.json").write_text(
+            json.dumps({"ms": ms}))
     layout_ab.write_page(nets, [0, 1], [128, 512])
     text = (tmp_path / "page.md").read_text()
-    assert "| net_a | 512 | 0 | 20.00 | 10.00 | 0.500 |" in text
+    assert "| net_a | 512 | 0 | 20.00 | 10.00 | 0.500 | 24.00 / 12.00 |" in text
     assert "| 512 | 2 | 0.866 | 1.000 | 1 of 2 |" in text
     assert "**Verdict at 512 trials (2 of 4 pairs run; not final): NHWC**" in text

@@ -38,6 +38,14 @@ def test_bad_model_spec():
         load_network(model_spec="tests.models:not_a_module")
 
 
+def test_user_models_get_the_same_weights_in_every_process():
+    """Extraction, the final compile and a resumed run each build the model again."""
+    from tuner.engine.networks import user_module
+
+    a, b = (user_module("tests.models:unseeded_linear") for _ in range(2))
+    assert all((p == q).all() for p, q in zip(a.parameters(), b.parameters()))
+
+
 @pytest.mark.parametrize("name", ["opencl", "{not json", '{"kind": "vulkan"}'])
 def test_unknown_target(name):
     with pytest.raises(TargetUnavailableError):

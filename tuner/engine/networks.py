@@ -96,6 +96,7 @@ def user_module(spec: str):
         raise ModelImportError(
             f"--model {spec!r} is a {type(factory).__name__}, not a callable; give a "
             "function or class that returns a torch.nn.Module when called without arguments")
+    torch.manual_seed(0)  # a factory that initialises at random builds the same weights
     try:
         model = factory()
     except Exception as err:  # a user's factory may raise anything
