@@ -37,7 +37,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import REPO, geomean, median, provenance, write_results  # noqa: E402
-from bench.pytorch_parity import load_record, run_stage, slug  # noqa: E402
+from bench.pytorch_parity import load_record, machine_lines, run_stage, slug  # noqa: E402
 
 NETWORKS = ("torchvision.models:resnet34", "torchvision.models:mnasnet0_5",
             "torchvision.models:regnet_x_400mf")
@@ -135,11 +135,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
              "process right after the stage and timed interleaved (see the script's "
              "docstring: single timings minutes apart move by 20 % on this machine); the "
              "`tune.py` runs' own timings are shown beside it.", ""]
-    machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
-                        r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
-                        f"{r['runtime']['torch_threads']} threads") for r in records})
-    for cpu, flags, target, threads in machines:
-        lines.append(f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}.")
+    lines += machine_lines(records)
     lines += ["", "| network | trials | seed | paired NCHW ms | paired NHWC ms | NHWC / NCHW | "
               "tune.py's own NCHW / NHWC ms | PyTorch eager ms (NCHW run / NHWC run) | "
               "tasks NCHW / NHWC | tuning min NCHW / NHWC |",

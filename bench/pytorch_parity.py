@@ -220,6 +220,18 @@ def task_sum(tasks: list[dict]) -> float | None:
     return sum(times) if times else None
 
 
+def machine_lines(records: list[dict]) -> list[str]:
+    """One line per machine (CPU, flags, target, threads) the stage records were run on."""
+    machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
+                        r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
+                        f"{r['runtime']['torch_threads']} threads") for r in records})
+    lines = [f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}."
+             for cpu, flags, target, threads in machines]
+    if len(machines) > 1:
+        lines.append("- **Several machines**: compare rows only within one machine.")
+    return lines
+
+
 def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                layouts: list[str]) -> None:
     """The page and JSON from the records of ``docs/bench/runs/parity/<layout>/``."""
@@ -235,13 +247,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
              ". The last column sums the best measured latency of each measured task (times "
              "its weight, first seed): the kernels alone, without the untuned glue, the "
              "predicted tasks and the runtime between calls.", ""]
-    machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
-                        r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
-                        f"{r['runtime']['torch_threads']} threads") for r in records})
-    for cpu, flags, target, threads in machines:
-        lines.append(f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}.")
-    if len(machines) > 1:
-        lines.append("- **Several machines**: compare rows only within one machine.")
+    lines += machine_lines(records)
     lines += ["", "| layout | network | trials | tuned ms (per seed) | median | PyTorch eager | "
               "torch.compile | tuned / eager | tuning min (cumulative) | tasks measured / "
               "predicted | sum of measured tasks ms |",
