@@ -34,6 +34,8 @@ the defaults):
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
     python bench/adaptation_ablation.py --data ... --variants maml meta-sgd --limit 6 --seeds 0
+    python bench/adaptation_ablation.py --data ... --variants maml-mse+rank maml-list \
+        maml-mse+list --val-only --out docs/adaptation-ablation-listwise
 Checkpoints go to ``work/ablation/<dataset>/<graph>/`` (kept: a rerun skips trained ones).
 """
 
@@ -75,6 +77,8 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--train", nargs="*", default=[], metavar="KEY=VALUE",
                    help="train config overrides for every variant (e.g. meta.steps=100)")
+    p.add_argument("--val-only", action="store_true",
+                   help="stop after the choice on the validation workloads")
     p.add_argument("--work", default="work/ablation")
     p.add_argument("--out", default="docs/adaptation-ablation")
     return p.parse_known_args(argv)  # the rest goes to model_accuracy.py
@@ -125,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     winner = choose(val["summary"])
     append_choice(args.out + "-val.md", val["summary"], winner)
     print(f"chosen on the validation workloads: {winner}", flush=True)
+    if args.val_only:
+        return
     model_accuracy.main([
         "--data", data, "--out", args.out,
         "--title", f"Adaptation ablation ({args.graph} graph) on held-out network convolutions"
