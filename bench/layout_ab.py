@@ -22,7 +22,7 @@ Every finished stage is recorded in ``docs/bench/runs/layout-ab/<LAYOUT>/``, its
 timing in ``docs/bench/runs/layout-ab/paired/``, so the command resumes after an
 interruption, and ``--report-only`` rewrites the page.
 
-    python bench/layout_ab.py                       # about 2 hours on 2 cores
+    python bench/layout_ab.py                       # about 2.5 hours on 2 cores
     python bench/layout_ab.py --report-only
 """
 

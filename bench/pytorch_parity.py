@@ -7,12 +7,15 @@ and torch.compile, all in that ``tune.py`` run. After the last budget, every con
 network is timed alone in PyTorch (oneDNN) and set beside the best tuned schedule of its
 task, in GFLOP/s.
 
-Each finished (network, seed, budget) is recorded in ``docs/bench/runs/parity/``, so the
-command resumes after an interruption (a stage whose record exists is not run again) and
-``--report-only`` rewrites the page from the records.
+It tunes in one layout (``--layout``, by default ``tune.py``'s), and the page shows every
+layout recorded. Each finished (network, seed, budget) is recorded in
+``docs/bench/runs/parity/<layout>/``, so the command resumes after an interruption (a stage
+whose record exists is not run again) and ``--report-only`` rewrites the page from the
+records.
 
     python bench/pytorch_parity.py                                   # hours
     python bench/pytorch_parity.py --networks resnet-18 --seeds 0    # one network
+    python bench/pytorch_parity.py --layout NCHW                     # the other layout
     python bench/pytorch_parity.py --report-only
 """
 
