@@ -147,6 +147,12 @@ def provenance(script: str) -> dict:
             "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}"}
 
 
+def run_command(prov: dict) -> str:
+    """The command that measures a resumable page's records: its ``--report-only`` dropped
+    (that flag only rewrites the page from them)."""
+    return prov["command"].replace(" --report-only", "")
+
+
 def write_results(json_path: str, md_path: str, doc: dict, text: str,
                   rows_key: str | None = None) -> None:
     """Write a benchmark's JSON and markdown page, and print the page.

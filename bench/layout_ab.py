@@ -36,7 +36,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REPO, geomean, median, provenance, write_results  # noqa: E402
+from bench.common import (REPO, geomean, median, provenance, run_command,  # noqa: E402
+                          write_results)
 from bench.pytorch_parity import load_record, machine_lines, run_stage, slug  # noqa: E402
 
 NETWORKS = ("torchvision.models:resnet34", "torchvision.models:mnasnet0_5",
@@ -123,7 +124,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
               if (p := load_paired(n, s, b)) is not None]
     prov = provenance("layout_ab.py")
     lines = ["# NHWC against NCHW, end to end, on selection networks", "",
-             f"Command: `{prov['command']}`; {prov['date']}. Each (network, seed) is tuned by "
+             f"Command: `{run_command(prov)}`; {prov['date']}. Each (network, seed) is tuned by "
              "`tune.py` (default preset, meta-BO-T) in each layout, to each budget in turn "
              "(the larger budget resumes the work dir), and the compiled network is timed "
              "beside PyTorch eager in the same `tune.py` run. Both layouts of a stage run "
@@ -178,7 +179,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
                   + f": {'NHWC' if g < 1 else 'NCHW'}** (geomean {g:.3f}; "
                   f"{abs(math.log(g)) * 100:.0f} % in log terms)."]
     lines.append("")
-    doc = {"command": prov["command"], "date": prov["date"], "summary": summary,
+    doc = {"command": run_command(prov), "date": prov["date"], "summary": summary,
            "paired": paired, "records": records}
     write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
 

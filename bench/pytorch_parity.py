@@ -29,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REPO, median, provenance, write_results  # noqa: E402
+from bench.common import REPO, median, provenance, run_command, write_results  # noqa: E402
 
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")
 RUNS = os.path.join(REPO, "docs", "bench", "runs", "parity")
@@ -243,7 +243,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                if (r := load_record(n, s, b, layout_runs(lay))) is not None]
     prov = provenance("pytorch_parity.py")
     lines = ["# Tuned networks against PyTorch on the same CPU", "",
-             f"Command: `{prov['command']}`. Each network's work dir is tuned by `tune.py` "
+             f"Command: `{run_command(prov)}`. Each network's work dir is tuned by `tune.py` "
              "(default preset, meta-BO-T) to each budget in turn, and after each budget the "
              "compiled network is timed beside PyTorch eager and torch.compile in the same "
              "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/<layout>/`"
@@ -315,7 +315,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                          + f" | {_fmt(c['tvm_gflops'])} | "
                          f"{_fmt(c['torch_gflops'])} | {_fmt(ratio, 2)} |")
     lines.append("")
-    doc = {"command": prov["command"], "date": prov["date"], "records": records}
+    doc = {"command": run_command(prov), "date": prov["date"], "records": records}
     write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
 
 

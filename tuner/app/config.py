@@ -140,7 +140,7 @@ class TuneConfig:
     batch: int = 1
     fold_bn: bool = True
     pack_weights: bool = True
-    layout: str = "NHWC"  # 2x NCHW on resnet-18 at 512 trials: docs/bench/layout.md
+    layout: str = "NHWC"  # chosen on selection networks: docs/bench/layout-ab.md
     target: str = "llvm"
     num_cores: Optional[int] = None
     work_dir: Optional[str] = None
