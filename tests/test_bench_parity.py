@@ -1,4 +1,5 @@
-"""The PyTorch-parity page: conv matching by FLOPs, kernel sums and goal lines."""
+"""The PyTorch-parity and layout A/B pages: conv matching by shapes or FLOPs, kernel
+sums, goal lines and the layout verdict."""
 
 from __future__ import annotations
 
