@@ -135,7 +135,9 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
              "The latency it uses is the paired one: both layouts' work dirs compiled in one "
              "process right after the stage and timed interleaved (see the script's "
              "docstring: single timings minutes apart move by 20 % on this machine); the "
-             "`tune.py` runs' own timings are shown beside it.", ""]
+             "`tune.py` runs' own timings are shown beside it. (The paired timing was added "
+             "once the first two pairs had run at 128 trials, with the same rule; their "
+             "paired timings too were taken before their work dirs were resumed.)", ""]
     lines += machine_lines(records)
     lines += ["", "| network | trials | seed | paired NCHW ms | paired NHWC ms | NHWC / NCHW | "
               "tune.py's own NCHW / NHWC ms | PyTorch eager ms (NCHW run / NHWC run) | "
