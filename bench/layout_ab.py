@@ -82,14 +82,14 @@ def time_paired(network: str, seed: int, budget: int, work_root: str, rounds: in
     built = {lay: compile_work_dir(os.path.join(work_root, f"{slug(network)}-{lay}-s{seed}"))
              for lay in LAYOUTS}
     x = built[LAYOUTS[0]].network.example_input()
-    errors = {lay: check_output(w.compiled.run(x), w.network.reference(x), 1e-3)
-              for lay, w in built.items()}
+    evaluate = {lay: w.cfg["evaluate"] for lay, w in built.items()}  # each run's own
+    errors = {lay: check_output(w.compiled.run(x), w.network.reference(x),
+                                evaluate[lay]["rtol"]) for lay, w in built.items()}
     times: dict[str, list[float]] = {lay: [] for lay in LAYOUTS}
     for r in range(rounds):
         for lay in (LAYOUTS if r % 2 == 0 else LAYOUTS[::-1]):
-            ev = built[lay].cfg.get("evaluate", {})
             times[lay].append(built[lay].compiled.time(
-                x, int(ev.get("repeat", 10)), int(ev.get("min_repeat_ms", 200))).median_ms)
+                x, evaluate[lay]["repeat"], evaluate[lay]["min_repeat_ms"]).median_ms)
     info = built[LAYOUTS[0]].info
     rec = {"network": network, "seed": seed, "budget": budget, "rounds": times,
            "ms": {lay: median(v) for lay, v in times.items()}, "check_error": errors,
