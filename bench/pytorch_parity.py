@@ -32,6 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import REPO, median, provenance, run_command, write_results  # noqa: E402
 
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")
+SEEDS = (0, 1)
+BUDGETS = (512, 1024, 2048)
 RUNS = os.path.join(REPO, "docs", "bench", "runs", "parity")
 OUT = os.path.join(REPO, "docs", "bench", "pytorch-parity")
 
@@ -243,7 +245,9 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                if (r := load_record(n, s, b, layout_runs(lay))) is not None]
     prov = provenance("pytorch_parity.py")
     lines = ["# Tuned networks against PyTorch on the same CPU", "",
-             f"Command: `{run_command(prov)}`. Each network's work dir is tuned by `tune.py` "
+             "Command: `python bench/pytorch_parity.py` (`--layout NCHW` for the NCHW rows; "
+             f"this page was last written by `{run_command(prov)}`). Each network's work dir "
+             "is tuned by `tune.py` "
              "(default preset, meta-BO-T) to each budget in turn, and after each budget the "
              "compiled network is timed beside PyTorch eager and torch.compile in the same "
              "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/<layout>/`"
@@ -332,8 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--networks", nargs="+", default=list(NETWORKS))
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    p.add_argument("--budgets", nargs="+", type=int, default=[512, 1024, 2048])
+    p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    p.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
     p.add_argument("--layout", default=TuneConfig.layout, choices=LAYOUTS,
                    help="the layout to tune in (default: tune.py's); the page shows all")
     p.add_argument("--work-root", default=os.path.join(REPO, "work", "parity"))
@@ -345,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     RUNS, OUT = os.path.abspath(args.runs_dir), os.path.abspath(args.out)
     budgets = sorted(args.budgets)
     runs = layout_runs(args.layout)
+    # the page shows every record, not only this command's selection
+    page = (list(dict.fromkeys([*NETWORKS, *args.networks])), sorted({*SEEDS, *args.seeds}),
+            sorted({*BUDGETS, *budgets}), list(LAYOUTS))
     if not args.report_only:
         for seed in args.seeds:
             for net in args.networks:
@@ -365,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                     with open(record_path(net, seed, budgets[-1], runs), "w",
                               encoding="utf-8") as f:
                         json.dump(last, f, indent=1)
-                write_page(args.networks, args.seeds, budgets, list(LAYOUTS))
-    write_page(args.networks, args.seeds, budgets, list(LAYOUTS))
+                write_page(*page)
+    write_page(*page)
     return 0
 
 
