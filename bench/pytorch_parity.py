@@ -89,6 +89,7 @@ def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[
         "tasks": report["tasks"], "target": report["target"], "runtime": report["runtime"],
         "machine": report["machine"], "preset": report["preset"],
         "layout": report["config"].get("layout", "NCHW"),
+        "timing": report.get("timing"),  # None: tuned, eager and compile timed in turn
     }
     os.makedirs(runs or RUNS, exist_ok=True)
     with open(record_path(network, seed, budget, runs), "w", encoding="utf-8") as f:
@@ -253,12 +254,15 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
              "`tune.py` run, with the same threads. Records: `docs/bench/runs/parity/<layout>/`"
              ". The last column sums the best measured latency of each measured task (times "
              "its weight, first seed): the kernels alone, without the untuned glue, the "
-             "predicted tasks and the runtime between calls.", ""]
+             "predicted tasks and the runtime between calls. *Timed*: `alternating` rows timed the "
+             "tuned network, eager and torch.compile side by side in alternating rounds "
+             "(`tune.py` since 2026-12-01); `in turn` rows timed each once after the other.",
+             ""]
     lines += machine_lines(records)
     lines += ["", "| layout | network | trials | tuned ms (per seed) | median | PyTorch eager | "
               "torch.compile | tuned / eager | tuning min (cumulative) | tasks measured / "
-              "predicted | sum of measured tasks ms |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "predicted | sum of measured tasks ms | timed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for lay in layouts:
         for net in networks:
@@ -278,7 +282,8 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                     f"{_fmt(median(tuned))} | {_fmt(eager)} | {_fmt(comp)} | {_fmt(ratio, 2)} | "
                     f"{_fmt(minutes)} | {sum(t['schedule'] == 'measured' for t in src)} / "
                     f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} | "
-                    f"{_fmt(task_sum(src))} |")
+                    f"{_fmt(task_sum(src))} | "
+                    f"{'/'.join(sorted({_timed(r) for r in rows}))} |")
                 verdicts.append((lay, net, b, ratio, minutes, len(rows)))
     lines += ["", "## Goals", ""]
     top = max(budgets)
@@ -321,6 +326,11 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
     lines.append("")
     doc = {"command": run_command(prov), "date": prov["date"], "records": records}
     write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
+
+
+def _timed(record: dict) -> str:
+    """How a stage's latencies were timed: side by side (alternating rounds) or in turn."""
+    return "alternating" if record.get("timing") else "in turn"
 
 
 def layout_runs(layout: str) -> str:

@@ -104,10 +104,20 @@ class EvaluateConfig:
     rtol: float = 1e-3
     repeat: int = 10
     min_repeat_ms: int = 200
+    rounds: int = 5
     untuned: bool = True
     untuned_repeat: int = 3
     torch: bool = True
     torch_compile: bool = False
+
+    def __post_init__(self) -> None:
+        """Check the timing settings.
+
+        Raises:
+            ConfigError: ``repeat``, ``rounds`` or ``untuned_repeat`` is not positive.
+        """
+        for key in ("repeat", "rounds", "untuned_repeat"):
+            _positive(f"evaluate.{key}", getattr(self, key))
 
 
 #: The paper's framework names: preset -> the settings it stands for. Presets keep the

@@ -13,7 +13,8 @@ from tuner.app.report import build_report, format_report, plot_curves, write_rep
 from tuner.app.tuning import tune
 from tuner.app.preflight import check_inputs, check_resume, with_model_sources
 from tuner.engine.database import ensure_work_dir, open_database
-from tuner.engine.evaluate import check_output, compile_network, compile_untuned, time_torch
+from tuner.engine.evaluate import check_output, compile_network, compile_untuned
+from tuner.engine.timing import interleaved, torch_timer
 from tuner.engine.networks import load_network
 from tuner.engine.tasks import Lowering
 from tuner.engine.runtime import runtime_info
@@ -127,14 +128,18 @@ def evaluate_into(report: dict[str, Any], *, network, target_info, database,
     logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
     if ecfg.check:
         report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg.rtol)
-    report["latency_ms"]["tuned"] = tuned.time(x, ecfg.repeat, ecfg.min_repeat_ms).median_ms
-    if ecfg.untuned:
+    timers = {"tuned": tuned.timer(x)}
+    if ecfg.torch and network.torch_module is not None and target_info.device_type == "cpu":
+        timers["torch"] = torch_timer(network.torch_module, x, target_info.num_cores)
+        if ecfg.torch_compile:
+            timers["torch_compile"] = torch_timer(network.torch_module, x,
+                                                  target_info.num_cores, compile=True)
+    # side by side in alternating rounds: timings minutes apart drift by up to 30 %
+    latency = interleaved(timers, ecfg.repeat, ecfg.min_repeat_ms, ecfg.rounds)
+    report["latency_ms"].update({name: lat.median_ms for name, lat in latency.items()})
+    report["latency_windows_ms"] = {name: lat.runs_ms for name, lat in latency.items()}
+    report["timing"] = {"rounds": ecfg.rounds, "windows": ecfg.repeat,
+                        "min_window_ms": ecfg.min_repeat_ms, "order": "alternating"}
+    if ecfg.untuned:  # slow (no schedules at all): timed apart, after the others
         untuned = compile_untuned(network.relax_mod, target_info.target, target_info.device_type)
         report["latency_ms"]["untuned"] = untuned.time(x, ecfg.untuned_repeat, 0).median_ms
-    if ecfg.torch and network.torch_module is not None and target_info.device_type == "cpu":
-        report["latency_ms"]["torch"] = time_torch(
-            network.torch_module, x, ecfg.repeat, target_info.num_cores).median_ms
-        if ecfg.torch_compile:
-            report["latency_ms"]["torch_compile"] = time_torch(
-                network.torch_module, x, ecfg.repeat, target_info.num_cores,
-                compile=True).median_ms

@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from metatune.errors import CheckFailedError
 from tuner.engine.tasks import Lowering, fuse_pipeline
+from tuner.engine.timing import Latency, WindowTimer
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Latency:
-    """A latency measurement.
-
-    Attributes:
-        median_ms: Median over repeats, in milliseconds.
-        runs_ms: Every repeat, in milliseconds.
-    """
-
-    median_ms: float
-    runs_ms: list[float]
 
 
 def _to_numpy(out) -> np.ndarray:
@@ -58,12 +46,22 @@ class CompiledNetwork:
 
     def time(self, x: np.ndarray, repeat: int, min_repeat_ms: int) -> Latency:
         """Median latency of ``repeat`` timed repeats, each at least ``min_repeat_ms`` long."""
+        runs = self.timer(x)(repeat, min_repeat_ms)
+        return Latency(statistics.median(runs), runs)
+
+    def timer(self, x: np.ndarray) -> WindowTimer:
+        """A window timer of ``main`` on ``x`` (:mod:`tuner.engine.timing`): the VM's time
+        evaluator, each window's calls as many as fill ``min_window_ms``."""
         import tvm
 
-        timer = self.vm.time_evaluator("main", self.device, number=1, repeat=repeat,
-                                       min_repeat_ms=min_repeat_ms)
-        runs = [r * 1e3 for r in timer(tvm.runtime.tensor(x, self.device)).results]
-        return Latency(statistics.median(runs), runs)
+        inp = tvm.runtime.tensor(x, self.device)
+
+        def windows(count: int, min_window_ms: float) -> list[float]:
+            timer = self.vm.time_evaluator("main", self.device, number=1, repeat=count,
+                                           min_repeat_ms=int(math.ceil(min_window_ms)))
+            return [r * 1e3 for r in timer(inp).results]
+
+        return windows
 
     def profile(self, x: np.ndarray, repeat: int) -> tuple[dict[str, tuple[int, float]], float]:
         """Wall time of every function the VM calls, over ``repeat`` instrumented runs
