@@ -45,7 +45,7 @@ from common import REPO, provenance, write_results
 from frameworks.page import markdown
 from frameworks.plan import FULL_TASKS, PRESETS, QUICK_TASKS, run_tasks, tune_networks
 from frameworks.plots import plot, plot_accuracy, plot_networks
-from frameworks.stats import early_accuracy, network_rows, overall, summarize
+from frameworks.stats import early_accuracy, headlines, network_rows, overall, summarize
 
 
 def _parse() -> argparse.Namespace:
@@ -114,6 +114,7 @@ def main() -> None:
            "trials": args.trials, "batch": args.batch,
            "runs_done": len(runs), "runs_planned": planned,
            "overall": overall(summary, args.presets), "early_accuracy": early,
+           "headlines": headlines(summary, networks),
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,

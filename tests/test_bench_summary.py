@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "bench"))
 
@@ -222,3 +224,26 @@ def test_rl_overhead_compares_each_preset_with_xgb_of_the_same_seed():
     assert row["time_ratio"] == {"median": 1.0, "min": 0.8, "max": 1.2}
     assert row["best_ratio"]["min"] == 0.9 and abs(row["best_ratio"]["max"] - 1.1) < 1e-9
     assert rl_overhead.against_baseline([r for r in runs if r["preset"] == "RL"]) == []
+
+
+def test_headlines_set_the_papers_claims_beside_ours():
+    runs = [_run(p, 0, [[16, ms]]) for p, ms in (("xgb", 2.0), ("RL", 2.2), ("meta-BO-T", 1.6),
+                                                  ("meta-RL", 2.0))]
+    summary = stats.summarize(runs, ["xgb", "RL", "meta-BO-T", "meta-RL"], 16, 16)
+    nets = [{"network": "a", "preset": "xgb", "tuned_ms": 10.0},
+            {"network": "a", "preset": "meta-BO-T", "tuned_ms": 8.0},
+            {"network": "b", "preset": "xgb", "tuned_ms": 10.0},
+            {"network": "b", "preset": "meta-BO-T", "tuned_ms": 12.5}]
+    rows = {(h["preset"], h["against"]): h for h in stats.headlines(summary, nets)}
+    bo_xgb = rows[("meta-BO-T", "xgb")]
+    assert bo_xgb["paper_pct"] == 8.0
+    assert bo_xgb["kernels_pct"] == pytest.approx(25.0) and bo_xgb["kernels_faster"] == 1
+    # end to end: 1.25x on one network, 0.8x on the other: no gain overall, 1 of 2 faster
+    assert bo_xgb["networks_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert (bo_xgb["networks_faster"], bo_xgb["networks"]) == (1, 2)
+    assert rows[("meta-RL", "RL")]["kernels_pct"] == pytest.approx(10.0)
+    assert rows[("meta-RL", "RL")]["networks_pct"] is None  # no network tuned by both
+    text = page.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
+                          "batch": 16, "seeds": [0], "summary": {}, "headlines":
+                          list(rows.values())})
+    assert "| meta-BO-T | xgb | +8 % | +0.0 % (1 of 2) | +25.0 % (1 of 1) |" in text

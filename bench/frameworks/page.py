@@ -105,8 +105,9 @@ def markdown(doc: dict) -> str:
              f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
              "each run a fresh process; same tasks, budgets and seeds for every framework",
              "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
-             "transfer from the training split; meta-BO / meta-BO-T = MetaTune (plain / "
-             "super-graph) + batch BO"]
+             "transfer from the training split; RL = XGBoost + the RL search (after "
+             "Chameleon); meta-BO / meta-BO-T = MetaTune (plain / super-graph) + batch BO; "
+             "meta-RL / meta-RL-T = MetaTune (plain / super-graph) + the RL search"]
     if doc.get("measured") and doc["measured"][1] < THREADS_FIXED:
         lines.append("- **stale: measured with one TVM thread.** Before "
                      f"{THREADS_FIXED[:10]} TVM's pool ran half the cores on x86 (1 of 2 here) "
@@ -137,6 +138,22 @@ def markdown(doc: dict) -> str:
                 f"{_fmt(o['median_trials_to_xgb_best'], '.0f')} | "
                 f"{_fmt(o.get('median_seconds_to_xgb_best'), '.0f')} | "
                 f"{_fmt(o['tuning_time_over_xgb'], '.2f')} |")
+        lines.append("")
+    if doc.get("headlines"):
+        lines += ["## The paper's headline figures beside ours", "",
+                  "Speed-up of the first framework over the second after the same budget, in "
+                  "% of throughput (geometric mean of latency ratios; in brackets, on how "
+                  "many it was faster). The paper's figures are end to end, the four "
+                  "networks' inference time on GPUs (section 6, Figure 5); ours end to end "
+                  "(the networks tuned) and over the held-out kernels.", "",
+                  "| framework | against | paper (networks) | ours, networks | ours, kernels |",
+                  "|---|---|---|---|---|"]
+        for h in doc["headlines"]:
+            ours = ["-" if h[f"{k}_pct"] is None else
+                    f"{h[f'{k}_pct']:+.1f} % ({h[f'{k}_faster']} of {h[k]})"
+                    for k in ("networks", "kernels")]
+            lines.append(f"| {h['preset']} | {h['against']} | +{h['paper_pct']:.0f} % | "
+                         f"{ours[0]} | {ours[1]} |")
         lines.append("")
     if doc.get("presets"):
         lines += ["## Where MetaTune loses", "", *losses(doc), ""]

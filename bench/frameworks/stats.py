@@ -11,6 +11,8 @@ from common import geomean, median
 BASELINE = "xgb"
 BASELINES = ("xgb", "xgb-Xfer")  # TVM's own tuners; every other preset is MetaTune
 EARLY_ROUNDS = 8  # rounds shown in the early-iteration accuracy curves (paper Figure 9)
+#: The paper's headline claims (section 6): (framework, against, its kernels' speed-up in %).
+PAPER_HEADLINES = (("meta-BO-T", "xgb", 8.0), ("meta-BO-T", "RL", 13.0), ("meta-RL", "RL", 7.0))
 
 
 def trials_to_reach(curve: list[list[float]], target_ms: float) -> float | None:
@@ -174,6 +176,37 @@ def overall(summary: dict, presets: list[str]) -> dict:
             "runs": sum(len(s["trials_to_xgb_best"]) for s in per),
             "tuning_time_over_xgb": median(times),
         }
+    return out
+
+
+def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
+    """The paper's headline claims beside ours (section 6, Figure 5: the four networks'
+    inference time after tuning, normalized to xgb): per pair of :data:`PAPER_HEADLINES`,
+    the first framework's speed-up over the second, in % of throughput: the geometric mean
+    of the second's latency over the first's, minus one, end to end (the networks both
+    tuned: :func:`network_rows`) and over the held-out kernels (the tasks both ran: median
+    final bests from :func:`summarize`), with how many it was faster on.
+
+    Returns:
+        ``[{"preset", "against", "paper_pct", "networks_pct", "networks_faster",
+        "networks", "kernels_pct", "kernels_faster", "kernels"}]`` (a ``_pct`` is ``None``
+        when nothing was run by both).
+    """
+    out = []
+    for preset, against, paper in PAPER_HEADLINES:
+        kernels = [t[against]["median_final_ms"] / t[preset]["median_final_ms"]
+                   for t in summary.values() if preset in t and against in t
+                   and t[preset]["median_final_ms"] and t[against]["median_final_ms"]]
+        tuned = {(r["network"], r["preset"]): r["tuned_ms"] for r in networks or []
+                 if r.get("tuned_ms")}
+        nets = [tuned[(n, against)] / tuned[(n, p)] for n, p in tuned
+                if p == preset and (n, against) in tuned]
+        row = {"preset": preset, "against": against, "paper_pct": paper}
+        for key, ratios in (("networks", nets), ("kernels", kernels)):
+            row[f"{key}_pct"] = 100.0 * (geomean(ratios) - 1.0) if ratios else None
+            row[f"{key}_faster"] = sum(r > 1.0 for r in ratios)
+            row[key] = len(ratios)
+        out.append(row)
     return out
 
 
