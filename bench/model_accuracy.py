@@ -47,8 +47,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=os.path.relpath(DEFAULT_DATA_DIR, REPO),
                    help="dataset (train/ and heldout/)")
-    p.add_argument("--split", default="heldout", choices=("heldout", "val"),
-                   help="heldout: the network convolutions (report on these); val: the "
+    p.add_argument("--split", default="heldout", choices=("heldout", "heldout-nhwc", "val"),
+                   help="heldout: the network convolutions (report on these); heldout-nhwc: "
+                        "the same as tune.py extracts them in NHWC, its default layout; val: the "
                         "checkpoints' validation workloads of the training split (choose "
                         "settings on these, never on the held-out ones; with --no-xgb)")
     p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
@@ -79,9 +80,12 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _markdown(doc: dict) -> str:
+    split = doc.get("split", "heldout")
     where = (f"{doc['workloads']} held-out workloads (conv tasks of alexnet, resnet-18, "
-             "vgg-16, squeezenet; never trained on)"
-             if doc.get("split", "heldout") == "heldout" else
+             "vgg-16, squeezenet" + (" in NHWC, as tune.py extracts them by default"
+                                      if split == "heldout-nhwc" else "")
+             + "; never trained on)"
+             if split.startswith("heldout") else
              f"{doc['workloads']} validation workloads of the training split (the "
              "checkpoints'; not trained on, used to choose settings)")
     lines = [f"# {doc['title']}", "",
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     if val and not args.no_xgb:
         raise SystemExit("--split val: xgb-Xfer's base model is trained on the whole training "
                          "split, these workloads included; pass --no-xgb")
-    split_dir = os.path.join(args.data, "train" if val else "heldout")
+    split_dir = os.path.join(args.data, "train" if val else args.split)
     info = resolve_target(data_target(split_dir))
     load_tensor_intrinsics((info.kind,))
     models = {name: load_model(path, graph=None) for name, path in specs}

@@ -116,7 +116,7 @@ class GraphDataModule(pl.LightningDataModule):
     """Supervised batches (pre-training) and episodic tasks (meta-training).
 
     Args:
-        split_dir: ``data/<target>/train``.
+        split_dirs: ``data/<target>/train`` (and ``train-nhwc``): their workloads together.
         mode: Graph mode (``super`` or ``plain``).
         cache_dir: Encoded-graph cache directory.
         val_fraction: Fraction of workloads (per kind) held for validation.
@@ -128,7 +128,7 @@ class GraphDataModule(pl.LightningDataModule):
         seed: Seed of the workload split and the samplers.
     """
 
-    def __init__(self, split_dir: str, mode: str, cache_dir: str | None = None,
+    def __init__(self, split_dirs: str | list[str], mode: str, cache_dir: str | None = None,
                  val_fraction: float = 0.15, batch_size: int = 64, ways: int = 5,
                  shots: int = 8, queries: int = 16, tasks_per_batch: int = 4,
                  val_tasks: int = 16, seed: int = 0, targets: str = "workload") -> None:
@@ -141,9 +141,10 @@ class GraphDataModule(pl.LightningDataModule):
         if self.train_workloads:
             return
         hp = self.hparams
-        workloads = load_split(hp.split_dir, hp.mode, hp.cache_dir)
+        dirs = [hp.split_dirs] if isinstance(hp.split_dirs, str) else list(hp.split_dirs)
+        workloads = [w for d in dirs for w in load_split(d, hp.mode, hp.cache_dir)]
         if len(workloads) < 2:
-            raise ValueError(f"{hp.split_dir}: {len(workloads)} workload(s) with samples; "
+            raise ValueError(f"{', '.join(dirs)}: {len(workloads)} workload(s) with samples; "
                              "training needs at least 2 (collect more: python collect.py run)")
         self.train_workloads, self.val_workloads = split_workloads(
             workloads, hp.val_fraction, hp.seed)

@@ -39,18 +39,28 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    """The validation split and the supervised batch size."""
+    """The training splits, the validation split and the supervised batch size.
 
+    ``splits`` are folders of ``data_dir`` trained on together: ``train`` (NCHW, as
+    networks are imported) and ``train-nhwc`` (the 2-D kinds in NHWC, ``tune.py``'s default
+    layout) when collected. A held-out split is never trained on.
+    """
+
+    splits: list[str] = field(default_factory=lambda: ["train"])
     val_fraction: float = 0.15
     batch_size: int = 64
 
     def __post_init__(self) -> None:
-        """Check the batch size.
+        """Check the batch size and the splits.
 
         Raises:
-            ConfigError: ``batch_size`` not positive.
+            ConfigError: ``batch_size`` not positive; no split, or a held-out one.
         """
         _check_count("data.batch_size", self.batch_size)
+        if not self.splits or any(not s.startswith("train") for s in self.splits):
+            raise ConfigError(f"data.splits={list(self.splits)}: give one or more training "
+                              "splits (train, train-nhwc); the held-out splits are for "
+                              "evaluation only")
 
 
 @dataclass
@@ -194,7 +204,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     pl.seed_everything(cfg.seed, workers=True)
     m = cfg.meta
     dm = GraphDataModule(
-        os.path.join(cfg.data_dir, "train"), cfg.graph, cfg.cache_dir,
+        [os.path.join(cfg.data_dir, split) for split in cfg.data.splits], cfg.graph, cfg.cache_dir,
         cfg.data.val_fraction, cfg.data.batch_size, m.ways, m.shots, m.queries,
         m.tasks_per_batch, m.val_tasks, cfg.seed, targets=m.targets)
     dm.setup()
@@ -219,7 +229,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
                       freeze_gcn=m.freeze_gcn, graph=cfg.graph,
-                      platform=dataset_platform(os.path.join(cfg.data_dir, "train")))
+                      platform=dataset_platform(os.path.join(cfg.data_dir, cfg.data.splits[0])))
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
                          val_check_interval=max(1, min(m.val_every, m.steps)),

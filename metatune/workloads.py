@@ -24,13 +24,18 @@ small Relax graph with its weights bound as constants, so the tuner's own fusion
 turns it into exactly the kind of fused, weight-packable function it extracts from a
 network; :meth:`Workload.prim_func` builds the bare operator from TOPI (no epilogue, no
 fusion) for quick tests.
+
+``tune.py`` converts 2-D convolutions to NHWC by default (the ops around them follow), so
+the 2-D kinds a network then holds in NHWC (:data:`NHWC_KINDS`) are also built in NHWC
+(``Workload.layout``; :func:`nhwc_workloads`): the same draws, the data in NHWC and the
+weights in OHWI, as ``relax.transform.ConvertLayout`` leaves a network's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 #: Bumped whenever the generator draws different workloads for the same seed.
 GENERATOR_VERSION = 2
@@ -43,6 +48,11 @@ OPERATOR_KINDS = (*CONV_KINDS, "dense")
 #: concatenations and reshapes are left out: their design space holds one schedule.)
 OTHER_KINDS = ("max_pool2d", "avg_pool2d", "mean")
 KINDS = (*OPERATOR_KINDS, *OTHER_KINDS)
+#: Kinds that a network tuned in NHWC holds in NHWC: 2-D convolutions (converted) and the
+#: pooling and reductions that follow them. (TVM's winograd compute and the transposed
+#: convolutions stay NCHW; 1-D and dense have no channel layout to choose.)
+NHWC_KINDS = ("conv2d", "depthwise", "max_pool2d", "avg_pool2d", "mean")
+LAYOUTS = ("NCHW", "NHWC")
 EPILOGUES = ("", "bias", "bias_relu")
 
 MIN_FLOPS = 0.5e6
@@ -58,7 +68,7 @@ _RANGES_POOL = ((7, 112), (16, 512), None)
 
 @dataclass(frozen=True)
 class Workload:
-    """One operator instance (batch 1, float32, NCHW / NCW).
+    """One operator instance (batch 1, float32, NCHW / NCW, or NHWC).
 
     Attributes:
         kind: One of :data:`KINDS`.
@@ -69,6 +79,7 @@ class Workload:
         stride: Stride (dense, mean: 1).
         epilogue: What is fused after a convolution or dense: ``""``, ``"bias"`` or
             ``"bias_relu"`` (other kinds: ``""``).
+        layout: ``NCHW`` or, for :data:`NHWC_KINDS`, ``NHWC`` (data NHWC, weights OHWI).
     """
 
     kind: str
@@ -78,15 +89,22 @@ class Workload:
     kernel: int = 1
     stride: int = 1
     epilogue: str = ""
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS or (self.layout == "NHWC" and self.kind not in NHWC_KINDS):
+            raise ValueError(f"{self.kind} in layout {self.layout!r}: NCHW for every kind, "
+                             f"NHWC for {', '.join(NHWC_KINDS)}")
 
     @property
     def name(self) -> str:
-        """Stable, readable name that identifies the workload."""
-        tail = f"_{self.epilogue}" if self.epilogue else ""
+        """Stable, readable name that identifies the workload (``_nhwc`` ends an NHWC one)."""
+        tail = (f"_{self.epilogue}" if self.epilogue else "") + (
+            "_nhwc" if self.layout == "NHWC" else "")
         if self.kind == "dense":
             return f"dense_m{self.size}_k{self.c_in}_n{self.c_out}{tail}"
         if self.kind == "mean":
-            return f"mean_c{self.c_in}_h{self.size}"
+            return f"mean_c{self.c_in}_h{self.size}{tail}"
         return (f"{self.kind}_c{self.c_in}_h{self.size}_o{self.c_out}"
                 f"_k{self.kernel}_s{self.stride}{tail}")
 
@@ -153,9 +171,10 @@ class Workload:
         """
         from tvm import te, topi
 
-        if self.kind not in OPERATOR_KINDS:
-            raise ValueError(f"{self.kind}: prim_func() builds {', '.join(OPERATOR_KINDS)}; "
-                             "use relax_module() for the other kinds")
+        if self.kind not in OPERATOR_KINDS or self.layout != "NCHW":
+            raise ValueError(f"{self.kind} ({self.layout}): prim_func() builds "
+                             f"{', '.join(OPERATOR_KINDS)} in NCHW; use relax_module() for "
+                             "the other kinds and layouts")
         f32 = "float32"
         c, n, o, k, s, p = self.c_in, self.size, self.c_out, self.kernel, self.stride, self.padding
         pad = self.transpose_padding
@@ -210,8 +229,9 @@ class Workload:
             return relax.const((0.1 * rng.standard_normal(shape)).astype(f32))
 
         c, n, o = self.c_in, self.size, self.c_out
+        nhwc = self.layout == "NHWC"
         shape = {"dense": (n, c)}.get(self.kind, (1, c, n) if self.kind.startswith("conv1d")
-                                      else (1, c, n, n))
+                                      else (1, n, n, c) if nhwc else (1, c, n, n))
         x = relax.Var("x", relax.TensorType(shape, f32))
         bb = relax.BlockBuilder()
         with bb.function("main", [x]):
@@ -220,7 +240,7 @@ class Workload:
                 if self.epilogue:
                     bias = (const(o) if self.kind == "dense" else
                             const(1, o, 1) if self.kind.startswith("conv1d") else
-                            const(1, o, 1, 1))
+                            const(1, 1, 1, o) if nhwc else const(1, o, 1, 1))
                     out = bb.emit(relax.op.add(out, bias))
                 if self.epilogue == "bias_relu":
                     out = bb.emit(relax.op.nn.relu(out))
@@ -235,6 +255,17 @@ class Workload:
         nn = relax.op.nn
         c, o, k, s, p = self.c_in, self.c_out, self.kernel, self.stride, self.padding
         pad = self.transpose_padding
+        if self.layout == "NHWC":  # data NHWC, weights OHWI: as ConvertLayout leaves them
+            conv = {"data_layout": "NHWC", "kernel_layout": "OHWI"}
+            if self.kind == "conv2d":
+                return nn.conv2d(x, const(o, k, k, c), (s, s), (p, p), **conv)
+            if self.kind == "depthwise":
+                return nn.conv2d(x, const(c, k, k, 1), (s, s), (p, p), groups=c, **conv)
+            if self.kind == "max_pool2d":
+                return nn.max_pool2d(x, (k, k), (s, s), layout="NHWC")
+            if self.kind == "avg_pool2d":
+                return nn.avg_pool2d(x, (k, k), (s, s), layout="NHWC")
+            return relax.op.mean(x, axis=[1, 2], keepdims=True)
         if self.kind == "dense":
             return relax.op.linear(x, const(o, c))
         if self.kind == "conv1d":
@@ -335,3 +366,11 @@ def training_workloads(per_kind: int = 14, seed: int = 0,
         by_kind[kind] = list(seen.values())
     rounds = max(len(v) for v in by_kind.values())
     return [ws[i] for i in range(rounds) for ws in by_kind.values() if i < len(ws)]
+
+
+def nhwc_workloads(per_kind: int = 14, seed: int = 0, other_per_kind: int = 4) -> list[Workload]:
+    """The training workloads of :data:`NHWC_KINDS` (same arguments, same draws, same
+    interleaved order as :func:`training_workloads`), built in NHWC."""
+    return [replace(wl, layout="NHWC")
+            for wl in training_workloads(per_kind, seed, other_per_kind)
+            if wl.kind in NHWC_KINDS]

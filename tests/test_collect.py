@@ -73,6 +73,26 @@ def test_heldout_split_collects_network_convolutions(tmp_path, capsys):
     assert summary["workloads"] == 1 and summary["valid_samples"] >= 2
 
 
+def test_nhwc_splits_collect_nhwc_workloads_and_record_their_layout(tmp_path, capsys):
+    args = [f"out={tmp_path / 'data'}", f"work_dir={tmp_path / 'work'}",
+            "splits=[train-nhwc,heldout-nhwc]", "networks=[alexnet]", "per_kind=1", "limit=1",
+            "train_samples=2", "heldout_samples=2", "trials_per_round=2", "progress=false",
+            "runner.min_repeat_ms=10"]
+    assert collect.main(["run", *args]) == 0
+    train = json.loads((tmp_path / "data" / "train-nhwc" / "meta.json").read_text())
+    assert train["workloads"][0]["name"].endswith("_nhwc")
+    assert train["workloads"][0]["layout"] == "NHWC"
+    assert train["workloads"][0]["kind"] == "conv2d"  # the first NHWC kind
+    held = json.loads((tmp_path / "data" / "heldout-nhwc" / "meta.json").read_text())
+    assert held["workloads"][0]["name"].startswith("alexnet/")
+    assert train["settings"]["layout"] == held["settings"]["layout"] == "NHWC"
+    capsys.readouterr()
+    assert collect.main(["summary", "--json", *args]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["train-nhwc"]["valid_samples"] >= 2
+    assert summary["heldout-nhwc"]["valid_samples"] >= 2
+
+
 def test_a_workload_whose_search_fails_is_skipped(tmp_path, monkeypatch, caplog):
     """A TVM error inside the search of one workload (seen on a winograd design space) costs
     that workload only: the collector logs it and measures the next."""

@@ -102,6 +102,7 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
 @pytest.mark.parametrize("override, message", [
     ("meta.nope=1", "nope"), ("graph=fancy", "super or plain"), ("meta.shots=0", "positive"),
     ("pretrain.lr=fast", "lr"), ("meta.targets=best", "workload, support"),
+    ("data.splits=[train,heldout]", "evaluation only"), ("data.splits=[]", "training splits"),
 ])
 def test_bad_config(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -146,3 +147,19 @@ def test_two_cpu_processes_train_and_write_the_same_checkpoint_format(tiny_data)
     assert model.graph == "super" and model.inner.cfg.steps >= 1
     blob = torch.load(result["checkpoint"], map_location="cpu", weights_only=False)
     assert {"state_dict", "hyper_parameters"} <= set(blob)
+
+
+def test_training_splits_are_read_together(tiny_data, tmp_path):
+    """``data.splits=[train,train-nhwc]``: both folders' workloads train one model."""
+    import shutil
+
+    from datamodules.graphs import GraphDataModule
+
+    ds = tmp_path / "ds"
+    shutil.copytree(tiny_data / "ds" / "train", ds / "train")
+    shutil.copytree(tiny_data / "ds" / "train", ds / "train-nhwc")
+    one = GraphDataModule(str(ds / "train"), "plain", str(tmp_path / "cache"), val_fraction=0)
+    two = GraphDataModule([str(ds / "train"), str(ds / "train-nhwc")], "plain",
+                          str(tmp_path / "cache"), val_fraction=0)
+    one.setup(), two.setup()
+    assert len(two.train_workloads) == 2 * len(one.train_workloads)

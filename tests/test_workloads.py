@@ -7,8 +7,11 @@ import random
 
 import pytest
 
-from metatune.workloads import (KINDS, MAX_FLOPS, MIN_FLOPS, OPERATOR_KINDS, OTHER_KINDS,
-                                sample_workload, training_workloads)
+from dataclasses import replace
+
+from metatune.workloads import (KINDS, MAX_FLOPS, MIN_FLOPS, NHWC_KINDS, OPERATOR_KINDS,
+                                OTHER_KINDS, Workload, nhwc_workloads, sample_workload,
+                                training_workloads)
 
 
 def test_training_set_is_reproducible_interleaved_and_covers_all_kinds():
@@ -56,6 +59,37 @@ def test_each_kind_fuses_into_one_network_like_task(kind):
         assert len(weights) == 1 + bool(wl.epilogue)
         if wl.epilogue == "bias_relu":
             assert tasks[0].name.endswith("relu1")
+
+
+def test_nhwc_workloads_are_the_same_draws_of_the_2d_kinds_in_nhwc():
+    nchw = [w for w in training_workloads(seed=0) if w.kind in NHWC_KINDS]
+    nhwc = nhwc_workloads(seed=0)
+    assert [replace(w, layout="NCHW") for w in nhwc] == nchw
+    assert all(w.layout == "NHWC" and w.name.endswith("_nhwc") for w in nhwc)
+    assert len({w.name for w in nhwc} | {w.name for w in nchw}) == 2 * len(nchw)
+
+
+@pytest.mark.parametrize("kind", NHWC_KINDS)
+def test_each_nhwc_kind_fuses_into_one_task_with_nhwc_data(kind):
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
+
+    wl = replace(sample_workload(kind, random.Random(3)), layout="NHWC")
+    tasks = extract_tasks(wl.relax_module(), resolve_target("llvm").target)
+    assert len(tasks) == 1
+    shapes = tasks[0].arg_shapes
+    assert shapes[0] == [1, wl.size, wl.size, wl.c_in]  # channels last
+    if kind in ("conv2d", "depthwise"):  # weights OHWI, packable as in a network's tasks
+        assert shapes[1][1:3] == [wl.kernel, wl.kernel]
+        attrs = tasks[0].extracted.dispatched[0]["main"].attrs
+        assert 1 in [int(i) for i in attrs["layout_free_buffers"]]
+
+
+def test_nhwc_only_for_the_2d_kinds():
+    with pytest.raises(ValueError, match="NHWC for conv2d"):
+        Workload("conv1d", 32, 200, 64, 3, 1, layout="NHWC")
+    with pytest.raises(ValueError, match="layout"):
+        Workload("conv2d", 32, 20, 64, 3, 1, layout="NWHC")
 
 
 def test_unknown_kind():

@@ -3,7 +3,9 @@
 For each workload, random traces are drawn from MetaSchedule's design space
 (``ReplayTrace``), built and run with the persistent builder and LocalRunner, and stored in
 a MetaSchedule JSON database per split (``train``: generated workloads; ``heldout``: the
-conv tasks of the four networks, never used for training). The working copy lives in
+conv tasks of the four networks, never used for training; ``train-nhwc`` and
+``heldout-nhwc``: the same in NHWC, ``tune.py``'s default layout, the training split for
+the 2-D kinds only). The working copy lives in
 ``work_dir``; after every workload it is packed as ``.json.gz`` into ``out`` with a
 ``meta.json`` saying what, where and when. Killing the collector at any moment loses at
 most the round in flight; rerunning it unpacks, repairs a torn last line, and continues
@@ -28,7 +30,7 @@ from metatune.errors import DatasetSettingsError
 from metatune.provenance import machine_info
 from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
                               read_workload_hashes)
-from metatune.workloads import GENERATOR_VERSION, training_workloads
+from metatune.workloads import GENERATOR_VERSION, nhwc_workloads, training_workloads
 from tuner.app.collect_config import SPLITS, CollectConfig
 from tuner.app.config import BuilderConfig, TuneConfig
 from tuner.engine.database import (check_database_files, ensure_work_dir,
@@ -39,7 +41,7 @@ from tuner.engine.networks import load_network
 from tuner.engine.platforms import platform_id
 from tuner.engine.runtime import tvm_num_threads
 from tuner.engine.targets import resolve_target
-from tuner.engine.tasks import extract_tasks
+from tuner.engine.tasks import Lowering, extract_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -67,28 +69,40 @@ class Entry:
     info: dict
 
 
+def split_layout(split: str) -> str:
+    """The data layout of a split's workloads: ``NHWC`` for ``*-nhwc``, else ``NCHW``."""
+    return "NHWC" if split.endswith("-nhwc") else "NCHW"
+
+
 def train_entries(per_kind: int, other_per_kind: int, seed: int, samples: int,
-                  target) -> list[Entry]:
+                  target, layout: str = "NCHW") -> list[Entry]:
     """The generated training workloads as entries, each the fused function the tuner's own
-    pipeline makes of it (epilogue fused, weights layout-free), as a network's tasks are."""
+    pipeline makes of it (epilogue fused, weights layout-free), as a network's tasks are.
+    In ``NHWC``, the workloads of the 2-D kinds only (:func:`metatune.workloads.nhwc_workloads`)."""
     out = []
-    for wl in training_workloads(per_kind, seed, other_per_kind):
+    split = "train" if layout == "NCHW" else "train-nhwc"
+    workloads = (training_workloads if layout == "NCHW" else nhwc_workloads)(
+        per_kind, seed, other_per_kind)
+    for wl in workloads:
         tasks = extract_tasks(wl.relax_module(), target)
         if len(tasks) != 1:
             raise RuntimeError(f"{wl.name}: fusion gave {len(tasks)} tasks "
                                f"({', '.join(t.name for t in tasks)}), expected one")
-        out.append(Entry(wl.name, "train", wl.kind, tasks[0].extracted.dispatched[0], samples,
+        out.append(Entry(wl.name, split, wl.kind, tasks[0].extracted.dispatched[0], samples,
                          {**wl.to_dict(), "flops": tasks[0].flops}))
     return out
 
 
-def heldout_entries(networks: tuple[str, ...], target, samples: int) -> list[Entry]:
-    """Every distinct convolution task of the networks, as entries."""
+def heldout_entries(networks: tuple[str, ...], target, samples: int,
+                    layout: str = "NCHW") -> list[Entry]:
+    """Every distinct convolution task of the networks, as entries: as ``tune.py``
+    extracts them in ``layout`` (:class:`tuner.engine.tasks.Lowering`)."""
     from tvm_ffi import structural_hash
 
+    split = "heldout" if layout == "NCHW" else "heldout-nhwc"
     seen: dict[int, Entry] = {}
     for net in networks:
-        for task in extract_tasks(load_network(net).relax_mod, target):
+        for task in extract_tasks(load_network(net).relax_mod, target, Lowering(layout=layout)):
             if not task.is_conv:
                 continue
             mod = task.extracted.dispatched[0]
@@ -96,7 +110,7 @@ def heldout_entries(networks: tuple[str, ...], target, samples: int) -> list[Ent
             if key in seen:
                 seen[key].info["networks"].append(net)
                 continue
-            seen[key] = Entry(f"{net}/{task.name}", "heldout", "network-conv", mod, samples,
+            seen[key] = Entry(f"{net}/{task.name}", split, "network-conv", mod, samples,
                               {"flops": task.flops, "networks": [net]})
     return list(seen.values())
 
@@ -157,6 +171,12 @@ def measurement_settings(cfg: CollectConfig, info, machine: dict[str, Any]) -> d
     }
 
 
+def split_settings(settings: dict[str, Any], split: str) -> dict[str, Any]:
+    """A split's measurement settings: an NHWC split records its layout too (the NCHW
+    splits, collected before layouts were a choice, record none)."""
+    return {**settings, "layout": "NHWC"} if split_layout(split) == "NHWC" else settings
+
+
 def check_settings(split_dir: str, settings: dict[str, Any]) -> None:
     """Refuse to add samples to a split measured under other settings.
 
@@ -206,16 +226,17 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
     load_tensor_intrinsics((info.kind,))
     settings = measurement_settings(cfg, info, machine_info())
     for split in cfg.splits:  # before anything is measured
-        check_settings(os.path.join(cfg.out, split), settings)
+        check_settings(os.path.join(cfg.out, split), split_settings(settings, split))
     logger.info("collecting into %s (%s, TVM %d threads)", cfg.out, info.description,
                 settings["tvm_threads"])
     plans: dict[str, list[Entry]] = {}
-    if "train" in cfg.splits:
-        plans["train"] = train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed,
-                                       cfg.train_samples, info.target)
-    if "heldout" in cfg.splits:
-        plans["heldout"] = heldout_entries(tuple(cfg.networks), info.target,
-                                           cfg.heldout_samples)
+    for split in cfg.splits:
+        if split.startswith("train"):
+            plans[split] = train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed,
+                                         cfg.train_samples, info.target, split_layout(split))
+        else:
+            plans[split] = heldout_entries(tuple(cfg.networks), info.target,
+                                           cfg.heldout_samples, split_layout(split))
     if cfg.limit:
         plans = {k: v[: cfg.limit] for k, v in plans.items()}
 
@@ -224,7 +245,7 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
         with InterruptWatch() as watch:
             for split, entries in plans.items():
                 _collect_split(cfg, split, entries, session=session, info=info,
-                               settings=settings, watch=watch)
+                               settings=split_settings(settings, split), watch=watch)
     except RuntimeError:
         if watch.seen:  # Ctrl-C inside TVM's C++ arrives as a RuntimeError
             raise KeyboardInterrupt from None

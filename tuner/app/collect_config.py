@@ -19,7 +19,11 @@ from metatune.errors import ConfigError
 from tuner.app.config import RunnerConfig
 
 DEFAULT_COLLECT_YAML = os.path.join(REPO_ROOT, "configs", "collect.yaml")
-SPLITS = ("train", "heldout")
+#: ``train`` / ``heldout`` (NCHW, as networks are imported) and their NHWC twins: the
+#: training workloads of the 2-D kinds and the network convs as ``tune.py`` extracts them
+#: in its default layout.
+SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc")
+DEFAULT_SPLITS = ("train", "heldout")
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
 
 
@@ -32,7 +36,7 @@ class CollectConfig:
     # a name, or a target dict (given on the command line as target={...}): kept as text
     target: Any = "llvm"
     num_cores: Optional[int] = None
-    splits: list[str] = field(default_factory=lambda: list(SPLITS))
+    splits: list[str] = field(default_factory=lambda: list(DEFAULT_SPLITS))
     per_kind: int = 14
     other_per_kind: int = 4
     seed: int = 0
