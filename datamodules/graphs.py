@@ -101,6 +101,55 @@ def support_relative(support_y: torch.Tensor, query_y: torch.Tensor,
             (query_y.reshape(ways, -1) / best).reshape(query_y.shape))
 
 
+class WorkloadBatchSampler(torch.utils.data.Sampler):
+    """Batches of ``per_workload`` graphs from each of ``batch_size // per_workload``
+    workloads, so that a ranking loss has pairs of one workload to compare; reshuffled
+    every epoch, deterministically from ``seed``.
+
+    Args:
+        sizes: Graphs per workload, in the order of the flat graph list (each workload's
+            graphs contiguous).
+        per_workload: Graphs of one workload in a batch (a workload's last chunk may hold
+            fewer).
+        batch_size: Graphs per batch (at least ``per_workload``).
+        seed: Shuffle seed.
+        shuffle: ``False``: the same batches every epoch, in order (validation).
+    """
+
+    def __init__(self, sizes: list[int], per_workload: int, batch_size: int, seed: int = 0,
+                 shuffle: bool = True) -> None:
+        if per_workload < 1 or batch_size < per_workload:
+            raise ValueError(f"per_workload={per_workload}, batch_size={batch_size}: need "
+                             "1 <= per_workload <= batch_size")
+        self.sizes, self.per_workload, self.shuffle = list(sizes), per_workload, shuffle
+        self.chunks_per_batch = batch_size // per_workload
+        self.seed, self.epoch = seed, 0
+
+    def _batches(self) -> list[list[int]]:
+        rng = random.Random(self.seed * 100003 + self.epoch)
+        chunks, start = [], 0
+        for size in self.sizes:
+            idx = list(range(start, start + size))
+            if self.shuffle:
+                rng.shuffle(idx)
+            chunks += [idx[i:i + self.per_workload] for i in range(0, size, self.per_workload)]
+            start += size
+        if self.shuffle:
+            rng.shuffle(chunks)
+        n = self.chunks_per_batch
+        return [[i for c in chunks[b:b + n] for i in c] for b in range(0, len(chunks), n)]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._batches()
+        if self.shuffle:
+            self.epoch += 1
+        return iter(batches)
+
+    def __len__(self) -> int:
+        chunks = sum(-(-s // self.per_workload) for s in self.sizes)
+        return -(-chunks // self.chunks_per_batch)
+
+
 def _rank() -> int:
     """This process's global rank in a distributed run (0 when there is none)."""
     import torch.distributed as dist
@@ -123,6 +172,8 @@ class GraphDataModule(pl.LightningDataModule):
         batch_size: Graphs per supervised batch.
         ways, shots, queries: Episodic task shape.
         targets: Episodic target normalization (:class:`EpisodeDataset`).
+        per_workload: Supervised batches of this many graphs per workload
+            (:class:`WorkloadBatchSampler`; for a ranking loss); 0: drawn over all graphs.
         tasks_per_batch: Tasks per meta-batch.
         val_tasks: Validation tasks per epoch.
         seed: Seed of the workload split and the samplers.
@@ -131,7 +182,8 @@ class GraphDataModule(pl.LightningDataModule):
     def __init__(self, split_dirs: str | list[str], mode: str, cache_dir: str | None = None,
                  val_fraction: float = 0.15, batch_size: int = 64, ways: int = 5,
                  shots: int = 8, queries: int = 16, tasks_per_batch: int = 4,
-                 val_tasks: int = 16, seed: int = 0, targets: str = "workload") -> None:
+                 val_tasks: int = 16, seed: int = 0, targets: str = "workload",
+                 per_workload: int = 0) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.train_workloads: list[WorkloadSamples] = []
@@ -148,6 +200,9 @@ class GraphDataModule(pl.LightningDataModule):
                              "training needs at least 2 (collect more: python collect.py run)")
         self.train_workloads, self.val_workloads = split_workloads(
             workloads, hp.val_fraction, hp.seed)
+        for i, w in enumerate(workloads):  # which graphs a ranking loss may compare
+            for g in w.graphs:
+                g.wid = torch.tensor([i])
 
     def feature_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and std of node features over the training graphs (``in_features`` each)."""
@@ -157,17 +212,21 @@ class GraphDataModule(pl.LightningDataModule):
     def _graphs(self, workloads: list[WorkloadSamples]) -> list:
         return [g for w in workloads for g in w.graphs]
 
-    def train_dataloader(self):
+    def _loader(self, workloads: list[WorkloadSamples], train: bool):
         from torch_geometric.loader import DataLoader
 
-        return DataLoader(self._graphs(self.train_workloads), batch_size=self.hparams.batch_size,
-                          shuffle=True)
+        hp = self.hparams
+        if not hp.per_workload:
+            return DataLoader(self._graphs(workloads), batch_size=hp.batch_size, shuffle=train)
+        sampler = WorkloadBatchSampler([len(w.graphs) for w in workloads], hp.per_workload,
+                                       hp.batch_size, hp.seed, shuffle=train)
+        return DataLoader(self._graphs(workloads), batch_sampler=sampler)
+
+    def train_dataloader(self):
+        return self._loader(self.train_workloads, train=True)
 
     def val_dataloader(self):
-        from torch_geometric.loader import DataLoader
-
-        return DataLoader(self._graphs(self.val_workloads or self.train_workloads),
-                          batch_size=self.hparams.batch_size)
+        return self._loader(self.val_workloads or self.train_workloads, train=False)
 
     def episodes(self, train: bool = True, seed: int | None = None):
         """A loader of lists of ``tasks_per_batch`` episodic tasks (train or val workloads)."""

@@ -65,19 +65,32 @@ class DataConfig:
 
 @dataclass
 class PretrainConfig:
-    """Supervised pre-training (0 epochs: none)."""
+    """Supervised pre-training (0 epochs: none): ``loss`` one of
+    :data:`metatune.maml.LOSSES` (a ranking part compares the graphs of one workload, so it
+    needs ``per_workload``: batches of that many graphs per workload)."""
 
     epochs: int = 10
     lr: float = 1e-3
     weight_decay: float = 0.0
+    loss: str = "mse"
+    per_workload: int = 0
 
     def __post_init__(self) -> None:
-        """Check the epochs.
+        """Check the epochs and the loss.
 
         Raises:
-            ConfigError: ``epochs`` negative.
+            ConfigError: ``epochs`` or ``per_workload`` negative, an unknown loss, or a
+                ranking loss without ``per_workload``.
         """
+        from metatune.maml import LOSSES
+
         _check_count("pretrain.epochs", self.epochs, zero=True)
+        _check_count("pretrain.per_workload", self.per_workload, zero=True)
+        if self.loss not in LOSSES:
+            raise ConfigError(f"pretrain.loss={self.loss!r}: choose one of {', '.join(LOSSES)}")
+        if self.loss != "mse" and not self.per_workload:
+            raise ConfigError(f"pretrain.loss={self.loss}: a ranking loss compares graphs of "
+                              "one workload; set pretrain.per_workload (e.g. 16)")
 
 
 @dataclass
@@ -206,7 +219,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     dm = GraphDataModule(
         [os.path.join(cfg.data_dir, split) for split in cfg.data.splits], cfg.graph, cfg.cache_dir,
         cfg.data.val_fraction, cfg.data.batch_size, m.ways, m.shots, m.queries,
-        m.tasks_per_batch, m.val_tasks, cfg.seed, targets=m.targets)
+        m.tasks_per_batch, m.val_tasks, cfg.seed, targets=m.targets,
+        per_workload=cfg.pretrain.per_workload)
     dm.setup()
     logger.info("%d training and %d validation workloads", len(dm.train_workloads),
                 len(dm.val_workloads))
@@ -216,7 +230,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
                   num_nodes=cfg.num_nodes, fast_dev_run=cfg.fast_dev_run,
                   enable_checkpointing=False, deterministic=False)
 
-    pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay)
+    pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay,
+                         loss=cfg.pretrain.loss)
     pre.net.set_normalization(mean, std)
     if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
         pre.net.load_state_dict(_pretrained_state(cfg.pretrained, cfg.graph, shape))

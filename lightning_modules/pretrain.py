@@ -6,27 +6,43 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from metatune.maml import task_loss
 from metatune.model import MetaTuneNet
 
 
 class PretrainModule(pl.LightningModule):
-    """Regress the normalized target of every training graph (MSE).
+    """Regress the normalized target of every training graph (MSE), and optionally rank the
+    graphs of each workload in a batch.
 
     Args:
         in_features, hidden, gcn_layers, head_hidden: :class:`MetaTuneNet` shape.
         lr: Adam learning rate (gamma in Algorithm 1).
         weight_decay: Adam weight decay.
+        loss: One of :data:`metatune.maml.LOSSES`: MSE over the batch plus, for ``rank`` or
+            ``list``, that ranking loss over each workload's graphs in the batch (graphs
+            carry their workload in ``wid``; batch them with
+            :class:`datamodules.graphs.WorkloadBatchSampler`), averaged over workloads.
     """
 
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
-                 head_hidden: int = 64, lr: float = 1e-3, weight_decay: float = 0.0) -> None:
+                 head_hidden: int = 64, lr: float = 1e-3, weight_decay: float = 0.0,
+                 loss: str = "mse") -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)
 
     def model_step(self, batch) -> torch.Tensor:
         pred = self.net(batch.x, batch.edge_index, batch.batch)
-        return nn.functional.mse_loss(pred, batch.y.view(-1))
+        y = batch.y.view(-1)
+        kind = self.hparams.loss
+        loss = nn.functional.mse_loss(pred, y) if "mse" in kind else pred.sum() * 0.0
+        ranking = kind.replace("mse", "").strip("+")
+        if ranking:
+            groups = [batch.wid == w for w in torch.unique(batch.wid)]
+            terms = [task_loss(pred[m], y[m], ranking) for m in groups if int(m.sum()) > 1]
+            if terms:
+                loss = loss + torch.stack(terms).mean()
+        return loss
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss = self.model_step(batch)

@@ -163,3 +163,33 @@ def test_training_splits_are_read_together(tiny_data, tmp_path):
                           str(tmp_path / "cache"), val_fraction=0)
     one.setup(), two.setup()
     assert len(two.train_workloads) == 2 * len(one.train_workloads)
+
+
+def test_workload_batches_hold_chunks_of_one_workload_each():
+    from datamodules.graphs import WorkloadBatchSampler
+
+    sizes = [5, 3, 8]
+    starts = [0, 5, 8]
+    sampler = WorkloadBatchSampler(sizes, per_workload=2, batch_size=4, seed=0)
+    first, second = list(sampler), list(sampler)
+    assert len(first) == len(sampler) == 5  # 3 + 2 + 4 chunks, 2 chunks a batch
+    flat = [i for b in first for i in b]
+    assert sorted(flat) == list(range(16))  # every graph once an epoch
+    assert first != second  # reshuffled each epoch
+
+    def wid(i):
+        return max(k for k, s in enumerate(starts) if s <= i)
+
+    for batch in first:  # two chunks a batch: graphs of at most two workloads
+        assert len({wid(i) for i in batch}) <= 2
+    val = WorkloadBatchSampler(sizes, 2, 4, shuffle=False)
+    assert list(val) == list(val) and list(val)[0] == [0, 1, 2, 3]
+
+
+def test_pretraining_with_a_ranking_loss(tiny_data):
+    result = run_train(load_train_config(overrides=_overrides(
+        tiny_data, **{"pretrain.loss": "mse+rank", "pretrain.per_workload": 2,
+                      "meta.steps": 0, "out": tiny_data / "rank.ckpt"})))
+    assert result["metrics"]["pretrain/train_loss"] > 0
+    with pytest.raises(ConfigError, match="per_workload"):
+        load_train_config(overrides=["pretrain.loss=mse+rank"])
