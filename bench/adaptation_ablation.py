@@ -29,7 +29,11 @@ the defaults):
 - ``1-way-rank-sgd``: one-workload tasks, MSE + rank loss and Meta-SGD together;
 - ``maml-support-targets`` / ``1-way-support-targets``: meta-train on targets relative to
   each workload's best support sample (``meta.targets=support``), as the tuner adapts
-  (relative to the best measured so far), not to the workload's best over all samples.
+  (relative to the best measured so far), not to the workload's best over all samples;
+- ``rank-pretrain``: pre-trained with MSE + a pairwise ranking loss over each workload's
+  graphs (batches of 16 graphs per workload), then the default MAML (MSE + rank);
+- ``larger-net``: twice the width (128) and three GCN layers, pre-trained and meta-trained
+  (MSE + rank) anew.
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
@@ -66,7 +70,14 @@ VARIANTS: dict[str, list[str]] = {
     "maml-support-targets": ["meta.targets=support", "meta.adapt.loss=mse"],
     "1-way-support-targets": ["meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
                               "meta.targets=support", "meta.adapt.loss=mse"],
+    "rank-pretrain": ["pretrain.loss=mse+rank", "pretrain.per_workload=16",
+                      "meta.adapt.loss=mse+rank"],
+    "larger-net": ["model.hidden=128", "model.head_hidden=128", "model.gcn_layers=3",
+                   "meta.adapt.loss=mse+rank"],
 }
+#: Variants pre-trained on their own (another pre-training loss or network shape), not
+#: meta-trained from the shared pre-trained network.
+OWN_PRETRAINING = ("rank-pretrain", "larger-net")
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -115,8 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     checkpoints = {"pretrain-only": base}
     for name in args.variants:
         if name != "pretrain-only":
+            own = name in OWN_PRETRAINING
             checkpoints[name] = train_variant(name, data=data, graph=args.graph,
-                                              ckpt_dir=ckpt_dir, pretrained=base,
+                                              ckpt_dir=ckpt_dir,
+                                              pretrained=None if own else base,
                                               extra=args.train)
     models = [f"--model={name}={checkpoints[name]}" for name in args.variants]
     command = "python bench/adaptation_ablation.py " + shlex.join(sys.argv[1:])
@@ -171,8 +184,10 @@ def append_variants(page: str, names: list[str]) -> None:
     lines = ["", "## Variants", "",
              "Each variant is `python train.py` with these overrides, meta-trained from the "
              "same pre-trained network (`pretrained=<pretrain-only.ckpt> pretrain.epochs=0`; "
-             "the rest of `configs/train.yaml` as it was when run):", ""]
-    lines += [f"- `{name}`: `{' '.join(VARIANTS[name])}`" for name in names]
+             "the rest of `configs/train.yaml` as it was when run), but those marked "
+             "*own pre-training*:", ""]
+    lines += [f"- `{name}`: `{' '.join(VARIANTS[name])}`"
+              + (" (*own pre-training*)" if name in OWN_PRETRAINING else "") for name in names]
     _append(page, lines)
 
 
