@@ -46,7 +46,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=os.path.relpath(DEFAULT_DATA_DIR, REPO),
-                   help="dataset (train/ and heldout/)")
+                   help="dataset (train/, heldout/ and their -nhwc twins)")
     p.add_argument("--split", default="heldout", choices=("heldout", "heldout-nhwc", "val"),
                    help="heldout: the network convolutions (report on these); heldout-nhwc: "
                         "the same as tune.py extracts them in NHWC, its default layout; val: the "
@@ -132,21 +132,24 @@ def data_target(split_dir: str) -> str:
     return json.dumps({k: spec[k] for k in keep if k in spec})
 
 
-def validation_workloads(checkpoints: list[str], data: str) -> list[str]:
+def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], list[str]]:
     """The validation workloads the checkpoints were trained beside (their ``.json``
-    sidecars), which must agree and come from ``data``.
+    sidecars), which must agree and come from ``data``, and the training splits of ``data``
+    they were drawn from (``train`` for a sidecar that names none).
 
     Raises:
         SystemExit: A sidecar is unreadable, names no validation workload, another dataset,
-            or other workloads than the first checkpoint's.
+            or other workloads or splits than the first checkpoint's.
     """
     names: list[str] | None = None
+    splits: list[str] | None = None
     for checkpoint in checkpoints:
         sidecar = os.path.splitext(checkpoint)[0] + ".json"
         try:
             with open(sidecar, encoding="utf-8") as f:
                 meta = json.load(f)["data"]
             found, trained_on = list(meta["val_workloads"]), meta["dir"]
+            found_splits = list(meta.get("splits") or ["train"])
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"--split val: cannot read the validation workloads of "
                              f"{checkpoint} from {sidecar} ({err}); train it with train.py, "
@@ -157,11 +160,13 @@ def validation_workloads(checkpoints: list[str], data: str) -> list[str]:
         if not found:
             raise SystemExit(f"--split val: {checkpoint} was trained without validation "
                              "workloads (data.val_fraction=0)")
-        if names is not None and sorted(found) != sorted(names):
-            raise SystemExit(f"--split val: {checkpoint} has other validation workloads than "
-                             f"{checkpoints[0]}: train both with the same seed and data")
+        if names is not None and (sorted(found) != sorted(names) or found_splits != splits):
+            raise SystemExit(f"--split val: {checkpoint} has other validation workloads or "
+                             f"splits than {checkpoints[0]}: train both with the same seed, "
+                             "data and data.splits")
         names = found if names is None else names
-    return names or []
+        splits = found_splits if splits is None else splits
+    return names or [], splits or ["train"]
 
 
 def _describe(cfg) -> str:
@@ -190,6 +195,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
     from tuner.models.cost_model import load_model
+    from metatune.dataset import workload_order
     from tuner.models.xgb_transfer import base_booster
 
     dataset = os.path.basename(os.path.normpath(args.data))
@@ -207,10 +213,21 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     for model in models.values():
         model.inner.override(steps=args.adapt_steps, lr=args.adapt_lr)
     start = time.perf_counter()
-    names = validation_workloads([p for _, p in specs], args.data) if val else None
-    workloads = load_eval_workloads(split_dir, tuple(sorted({m.graph for m in models.values()})),
-                                    min_samples=args.query + max(args.ks), limit=args.limit,
-                                    names=names)
+    modes = tuple(sorted({m.graph for m in models.values()}))
+    if val:  # from every training split the checkpoints drew them from
+        names, splits = validation_workloads([p for _, p in specs], args.data)
+        listed = {w["name"] for sp in splits
+                  for w in workload_order(os.path.join(args.data, sp))}
+        if set(names) - listed:
+            raise SystemExit(f"--split val: {len(set(names) - listed)} validation workloads "
+                             f"of the checkpoints are in none of {', '.join(splits)} of "
+                             f"{args.data} (e.g. {sorted(set(names) - listed)[0]})")
+        workloads = [w for sp in splits for w in load_eval_workloads(
+            os.path.join(args.data, sp), modes, min_samples=args.query + max(args.ks),
+            names=names)][:args.limit]
+    else:
+        workloads = load_eval_workloads(split_dir, modes, min_samples=args.query + max(args.ks),
+                                        limit=args.limit)
     if not workloads:
         raise SystemExit(f"no {args.split} workload has {args.query + max(args.ks)} valid "
                          "samples: lower --query or the largest of --ks")

@@ -328,6 +328,23 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
     write_results(OUT + ".json", OUT + ".md", doc, "\n".join(lines), rows_key="records")
 
 
+def page_selection(networks: list[str], seeds: list[int], budgets: list[int],
+                   layouts: list[str]) -> tuple[list[str], list[int], list[int], list[str]]:
+    """The networks, seeds and budgets of every stage record of ``layouts`` (read from the
+    files), with the defaults and this command's own: what the page shows."""
+    found = []
+    for lay in layouts:
+        folder = layout_runs(lay)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith(".json"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    rec = json.load(f)
+                found.append((rec["network"], rec["seed"], rec["budget"]))
+    return (list(dict.fromkeys([*NETWORKS, *networks, *(n for n, _, _ in found)])),
+            sorted({*SEEDS, *seeds, *(s for _, s, _ in found)}),
+            sorted({*BUDGETS, *budgets, *(b for _, _, b in found)}), layouts)
+
+
 def _timed(record: dict) -> str:
     """How a stage's latencies were timed: side by side (alternating rounds) or in turn."""
     return "alternating" if record.get("timing") else "in turn"
@@ -360,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     budgets = sorted(args.budgets)
     runs = layout_runs(args.layout)
     # the page shows every record, not only this command's selection
-    page = (list(dict.fromkeys([*NETWORKS, *args.networks])), sorted({*SEEDS, *args.seeds}),
-            sorted({*BUDGETS, *budgets}), list(LAYOUTS))
+    page = page_selection(args.networks, args.seeds, budgets, list(LAYOUTS))
     if not args.report_only:
         for seed in args.seeds:
             for net in args.networks:

@@ -18,7 +18,8 @@ from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split
 
 def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,
                     seed: int) -> tuple[list[WorkloadSamples], list[WorkloadSamples]]:
-    """Disjoint (train, val) workload lists; each kind keeps at least one train workload.
+    """Disjoint (train, val) workload lists; each kind keeps at least one train workload,
+    and a workload's NHWC twin (``<name>_nhwc``) is on its side.
 
     Args:
         workloads: All training-split workloads.
@@ -29,11 +30,16 @@ def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,
     train, val = [], []
     kinds = sorted({w.kind for w in workloads})
     for kind in kinds:
-        group = [w for w in workloads if w.kind == kind]
+        # a workload and its NHWC twin (the same draw, ``_nhwc``) go to the same side
+        twins: dict[str, list[WorkloadSamples]] = {}
+        for w in workloads:
+            if w.kind == kind:
+                twins.setdefault(w.name.removesuffix("_nhwc"), []).append(w)
+        group = list(twins.values())
         rng.shuffle(group)
         n_val = min(len(group) - 1, round(len(group) * val_fraction))
-        val += group[:n_val]
-        train += group[n_val:]
+        val += [w for twin in group[:n_val] for w in twin]
+        train += [w for twin in group[n_val:] for w in twin]
     return train, val
 
 

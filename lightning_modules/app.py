@@ -155,9 +155,14 @@ class TrainConfig:
         """Check the graph mode and resolve the paths.
 
         Raises:
-            ConfigError: An unknown graph mode.
+            ConfigError: An unknown graph mode, or per-workload batches with several
+                processes (not supported yet).
         """
         self.graph = check_graph(self.graph, "graph")
+        if self.pretrain.per_workload and self.devices * self.num_nodes > 1:
+            raise ConfigError("pretrain.per_workload with several processes (devices x "
+                              "num_nodes > 1) is not supported yet: pre-train in one process "
+                              "(devices=1), then meta-train from it with pretrained=<ckpt>")
         self.data_dir = resolve_path(self.data_dir) if self.data_dir else host_data_dir()
         self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR
         self.pretrained = resolve_path(self.pretrained) if self.pretrained else None
@@ -209,7 +214,6 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     from datamodules.graphs import GraphDataModule
     from lightning_modules.meta import MetaModule
-    from metatune.dataset import dataset_platform
     from lightning_modules.pretrain import PretrainModule
     from metatune.graph import NODE_FEATURES
 
@@ -244,7 +248,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
                       freeze_gcn=m.freeze_gcn, graph=cfg.graph,
-                      platform=dataset_platform(os.path.join(cfg.data_dir, cfg.data.splits[0])))
+                      platform=training_platform(cfg.data_dir, cfg.data.splits))
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
                          val_check_interval=max(1, min(m.val_every, m.steps)),
@@ -266,6 +270,23 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         provenance = write_provenance(out, cfg, dm, metrics, time.perf_counter() - start)
         logger.info("checkpoint: %s (how it was made: %s)", out, provenance)
     return {"checkpoint": out, "metrics": metrics}
+
+
+def training_platform(data_dir: str, splits: list[str]) -> dict:
+    """Where the training splits were measured (:func:`metatune.dataset.dataset_platform`).
+
+    Raises:
+        ConfigError: Two splits were measured on different platforms (CPU, flags, target).
+    """
+    from metatune.dataset import dataset_platform
+
+    platforms = {s: dataset_platform(os.path.join(data_dir, s)) for s in splits}
+    first = platforms[splits[0]]
+    for split, platform in platforms.items():
+        if platform != first:
+            raise ConfigError(f"data.splits: {split} was measured on {platform}, "
+                              f"{splits[0]} on {first}; train on splits of one platform")
+    return first
 
 
 def _pretrained_state(path: str, graph: str, shape: dict[str, Any]) -> dict[str, Any]:
@@ -312,6 +333,7 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
         "train_seconds": round(seconds, 1),
         "data": {
             "dir": repo_relative(cfg.data_dir),
+            "splits": list(cfg.data.splits),
             "train_workloads": [w.name for w in dm.train_workloads],
             "val_workloads": [w.name for w in dm.val_workloads],
             "train_samples": sum(len(w.graphs) for w in dm.train_workloads),

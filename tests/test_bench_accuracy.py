@@ -14,9 +14,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import model_accuracy  # noqa: E402
 
 
-def _sidecar(path, data_dir: str, names: list[str]) -> str:
+def _sidecar(path, data_dir: str, names: list[str], splits: list[str] | None = None) -> str:
+    data = {"dir": data_dir, "val_workloads": names, **({"splits": splits} if splits else {})}
     with open(path.with_suffix(".json"), "w", encoding="utf-8") as f:
-        json.dump({"data": {"dir": data_dir, "val_workloads": names}}, f)
+        json.dump({"data": data}, f)
     return str(path)
 
 
@@ -24,10 +25,15 @@ def test_validation_workloads_must_agree_and_come_from_the_data(tmp_path):
     data = os.path.join(model_accuracy.REPO, "data", "x")
     a = _sidecar(tmp_path / "a.ckpt", "data/x", ["w1", "w2"])
     b = _sidecar(tmp_path / "b.ckpt", "data/x", ["w2", "w1"])
-    assert model_accuracy.validation_workloads([a, b], data) == ["w1", "w2"]
+    assert model_accuracy.validation_workloads([a, b], data) == (["w1", "w2"], ["train"])
     other = _sidecar(tmp_path / "c.ckpt", "data/x", ["w3"])
     with pytest.raises(SystemExit, match="other validation workloads"):
         model_accuracy.validation_workloads([a, other], data)
+    both = _sidecar(tmp_path / "e.ckpt", "data/x", ["w1", "w1_nhwc"], ["train", "train-nhwc"])
+    assert model_accuracy.validation_workloads([both], data)[1] == ["train", "train-nhwc"]
+    with pytest.raises(SystemExit, match="splits"):
+        model_accuracy.validation_workloads([a, _sidecar(tmp_path / "f.ckpt", "data/x",
+                                                         ["w1", "w2"], ["train-nhwc"])], data)
     elsewhere = _sidecar(tmp_path / "d.ckpt", "data/y", ["w1", "w2"])
     with pytest.raises(SystemExit, match="trained on data/y"):
         model_accuracy.validation_workloads([elsewhere], data)

@@ -165,6 +165,18 @@ def test_training_splits_are_read_together(tiny_data, tmp_path):
     assert len(two.train_workloads) == 2 * len(one.train_workloads)
 
 
+def test_nhwc_twins_fall_on_the_same_side_of_the_validation_split(tiny_data):
+    workloads = load_split(str(tiny_data / "ds" / "train"), "plain", str(tiny_data / "cache"))
+    many = [type(w)(f"{w.kind}_{i}", w.kind, w.graphs) for i in range(6) for w in workloads]
+    twins = many + [type(w)(w.name + "_nhwc", w.kind, w.graphs) for w in many]
+    train, val = split_workloads(twins, 0.5, seed=0)
+    assert val and {w.name.removesuffix("_nhwc") for w in train}.isdisjoint(
+        {w.name.removesuffix("_nhwc") for w in val})
+    # the twins do not change which workloads go to validation
+    plain_train, plain_val = split_workloads(many, 0.5, seed=0)
+    assert [w.name for w in plain_val] == [w.name for w in val if not w.name.endswith("_nhwc")]
+
+
 def test_workload_batches_hold_chunks_of_one_workload_each():
     from datamodules.graphs import WorkloadBatchSampler
 
@@ -193,3 +205,6 @@ def test_pretraining_with_a_ranking_loss(tiny_data):
     assert result["metrics"]["pretrain/train_loss"] > 0
     with pytest.raises(ConfigError, match="per_workload"):
         load_train_config(overrides=["pretrain.loss=mse+rank"])
+    with pytest.raises(ConfigError, match="not supported yet"):
+        load_train_config(overrides=["pretrain.loss=mse+rank", "pretrain.per_workload=4",
+                                     "devices=2"])

@@ -11,7 +11,8 @@ from common import geomean, median
 BASELINE = "xgb"
 BASELINES = ("xgb", "xgb-Xfer")  # TVM's own tuners; every other preset is MetaTune
 EARLY_ROUNDS = 8  # rounds shown in the early-iteration accuracy curves (paper Figure 9)
-#: The paper's headline claims (section 6): (framework, against, its kernels' speed-up in %).
+#: The paper's headline claims (section 6, Figure 5: the four networks' inference time):
+#: (framework, against, its speed-up in %).
 PAPER_HEADLINES = (("meta-BO-T", "xgb", 8.0), ("meta-BO-T", "RL", 13.0), ("meta-RL", "RL", 7.0))
 
 

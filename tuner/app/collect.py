@@ -54,7 +54,7 @@ class Entry:
 
     Attributes:
         name: Stable name (``conv2d_c64_h56_o64_k3_s1``, ``resnet-18/fused_conv2d1_add1_relu1``).
-        split: ``train`` or ``heldout``.
+        split: one of :data:`tuner.app.collect_config.SPLITS`.
         kind: Workload kind (``conv2d``, ..., ``dense``; held-out: ``network-conv``).
         mod: The ``IRModule`` MetaSchedule tunes.
         samples: Measurements wanted.
@@ -364,7 +364,7 @@ def write_meta(cfg: CollectConfig, split: str, entries: list[Entry], *, info, ma
 
     Args:
         cfg: The collect configuration.
-        split: ``train`` or ``heldout``.
+        split: one of :data:`tuner.app.collect_config.SPLITS`.
         entries: The split's workloads.
         info: The resolved target.
         machine: :func:`metatune.provenance.machine_info` (now).

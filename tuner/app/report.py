@@ -118,9 +118,10 @@ def format_report(report: dict[str, Any]) -> str:
         rows.append(("latency torch.compile", _ms(lat["torch_compile"])))
     timing = report.get("timing")
     if timing and tuned:
+        alone = not (torch_ms or lat.get("torch_compile"))
         rows.append(("latency timing", f"median of {timing['windows']} windows of >= "
-                     f"{timing['min_window_ms']} ms each, over {timing['rounds']} rounds "
-                     "alternating the runtimes"))
+                     f"{timing['min_window_ms']} ms each, over {timing['rounds']} rounds"
+                     + ("" if alone else " alternating the runtimes")))
     rounds = report.get("rounds") or {}
     if rounds.get("rounds"):
         rows.append(("time in search / measurement / model update",

@@ -138,8 +138,9 @@ def evaluate_into(report: dict[str, Any], *, network, target_info, database,
     latency = interleaved(timers, ecfg.repeat, ecfg.min_repeat_ms, ecfg.rounds)
     report["latency_ms"].update({name: lat.median_ms for name, lat in latency.items()})
     report["latency_windows_ms"] = {name: lat.runs_ms for name, lat in latency.items()}
-    report["timing"] = {"rounds": ecfg.rounds, "windows": ecfg.repeat,
-                        "min_window_ms": ecfg.min_repeat_ms, "order": "alternating"}
+    report["timing"] = {"rounds": ecfg.rounds, "windows": len(latency["tuned"].runs_ms),
+                        "min_window_ms": ecfg.min_repeat_ms, "order": "alternating",
+                        "warm_call": True}
     if ecfg.untuned:  # slow (no schedules at all): timed apart, after the others
         untuned = compile_untuned(network.relax_mod, target_info.target, target_info.device_type)
         report["latency_ms"]["untuned"] = untuned.time(x, ecfg.untuned_repeat, 0).median_ms

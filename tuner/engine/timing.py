@@ -8,7 +8,8 @@ over the run falls on all of them alike.
 
 Every runtime is timed the same way: a *window* runs the model back to back for at least
 ``min_window_ms`` and counts its mean time per call (what TVM's ``time_evaluator`` does
-with ``min_repeat_ms``).
+with ``min_repeat_ms``), and each turn starts with one untimed call (as the time
+evaluator's does), so no runtime's first window pays for the switch.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def torch_timer(module, x: np.ndarray, num_threads: int, compile: bool = False,
         torch.set_num_threads(num_threads)  # another timer may have changed it
         out = []
         with torch.inference_mode():
+            module(inp)  # untimed: caches and threads warm again after the other runtimes
             for _ in range(count):
                 calls, start = 0, time.perf_counter()
                 while True:
@@ -85,7 +87,8 @@ def interleaved(timers: Mapping[str, WindowTimer], windows: int, min_window_ms: 
     Args:
         timers: Name -> window timer (:func:`torch_timer`,
             :meth:`tuner.engine.evaluate.CompiledNetwork.timer`).
-        windows: Windows per runtime in all, spread over the rounds (at least one a round).
+        windows: Windows per runtime in all, spread over the rounds: ``ceil(windows /
+            rounds)`` a round, so ``rounds`` times that in all.
         min_window_ms: Each window's minimum length.
         rounds: Rounds; the order of the runtimes reverses from one round to the next.
         settle_s: A pause before each runtime's turn, so that the threads of the one
