@@ -304,8 +304,12 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                      f"{at_top[0][0]:.2f}x eager ({at_top[0][1]} of {len(seeds)} seeds)")
             lines.append(f"- {lay}: {net} at or below 1.0x PyTorch eager at {top} trials: "
                          f"{state}.")
-    conv_rows = [(r["layout"], r["network"], c) for r in records if r.get("convs")
-                 for c in r["convs"]]
+    latest: dict[tuple[str, str], dict] = {}  # per layout and network: the largest budget's
+    for r in records:
+        key = (r["layout"], r["network"])
+        if r.get("convs") and r["budget"] >= latest.get(key, {"budget": -1})["budget"]:
+            latest[key] = r
+    conv_rows = [(lay, net, c) for (lay, net), r in latest.items() for c in r["convs"]]
     if conv_rows:
         lines += ["", "## Each convolution against oneDNN", "",
                   "Every conv layer timed alone in PyTorch (oneDNN, same threads), beside the "
