@@ -36,6 +36,7 @@ SEEDS = (0, 1)
 BUDGETS = (512, 1024, 2048)
 RUNS = os.path.join(REPO, "docs", "bench", "runs", "parity")
 OUT = os.path.join(REPO, "docs", "bench", "pytorch-parity")
+STAGE_MARKER = "parity-stage.json"  # in a work dir: the budget it was last tuned to
 
 
 def slug(network: str) -> str:
@@ -69,6 +70,13 @@ def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[
         The stage record, also written to :func:`record_path`.
     """
     work = os.path.join(work_root, work_name or f"{slug(network)}-s{seed}")
+    # the stage this work dir was last tuned to: a rerun continues it; a work dir lost
+    # (another machine, a clean clone) starts afresh, and earlier stages' minutes don't count
+    marker = os.path.join(work, STAGE_MARKER)
+    continued_from = None
+    if os.path.exists(marker):
+        with open(marker, encoding="utf-8") as f:
+            continued_from = json.load(f)["budget"]
     cmd = [sys.executable, os.path.join(REPO, "tune.py"), *network_args(network),
            "--trials", str(budget), "--seed", str(seed), "--work-dir", work,
            "evaluate.torch_compile=true", "evaluate.untuned=false", "progress=false",
@@ -77,14 +85,16 @@ def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[
     subprocess.run(cmd, check=True, cwd=REPO)
     with open(os.path.join(work, "report.json"), encoding="utf-8") as f:
         report = json.load(f)
-    previous = [load_record(network, seed, b, runs)
-                for b in stage_budgets_below(network, seed, budget, runs)]
+    before = load_record(network, seed, continued_from, runs) if continued_from else None
+    if continued_from and before is None:
+        continued_from = None  # the record of the stage it continued is gone: count it alone
     rec = {
         "network": network, "seed": seed, "budget": budget,
         "latency_ms": report["latency_ms"], "check_error": report["check_error"],
         "tuning_seconds": report["tuning_seconds"],
-        "tuning_seconds_total": report["tuning_seconds"] + sum(
-            r["tuning_seconds"] for r in previous if r),
+        "tuning_seconds_total": report["tuning_seconds"] + (
+            before["tuning_seconds_total"] if before else 0.0),
+        "continued_from": continued_from,
         "trials_total": report["trials_total"], "failures": report["failures"],
         "tasks": report["tasks"], "target": report["target"], "runtime": report["runtime"],
         "machine": report["machine"], "preset": report["preset"],
@@ -94,21 +104,9 @@ def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[
     os.makedirs(runs or RUNS, exist_ok=True)
     with open(record_path(network, seed, budget, runs), "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=1)
+    with open(marker, "w", encoding="utf-8") as f:
+        json.dump({"budget": budget}, f)
     return rec
-
-
-def stage_budgets_below(network: str, seed: int, budget: int,
-                        runs: str | None = None) -> list[int]:
-    """The budgets of this network and seed already recorded below ``budget``."""
-    out = []
-    runs = runs or RUNS
-    for name in os.listdir(runs) if os.path.isdir(runs) else []:
-        prefix = f"{slug(network)}-s{seed}-"
-        if name.startswith(prefix) and name.endswith(".json"):
-            b = int(name[len(prefix):-5])
-            if b < budget:
-                out.append(b)
-    return sorted(out)
 
 
 def load_record(network: str, seed: int, budget: int, runs: str | None = None) -> dict | None:

@@ -108,3 +108,26 @@ def test_layout_ab_page_gives_the_verdict_by_the_fixed_rule(tmp_path, monkeypatc
     assert "| net_a | 512 | 0 | 20.00 | 10.00 | 0.500 | 24.00 / 12.00 |" in text
     assert "| 512 | 2 | 0.866 | 1.000 | 1 of 2 |" in text
     assert "**Verdict at 512 trials (2 of 4 pairs run; not final): NHWC**" in text
+
+
+def test_a_stage_counts_earlier_minutes_only_when_it_continues_their_work_dir(
+        tmp_path, monkeypatch):
+    def fake_tune(cmd, **_kw):  # tune.py: writes the work dir's report, 60 s a stage
+        work = cmd[cmd.index("--work-dir") + 1]
+        budget = int(cmd[cmd.index("--trials") + 1])
+        rec = _record("squeezenet", budget, 1.0, 1.0, 1)
+        rec["config"] = {"layout": "NHWC"}
+        (tmp_path / "work" / "squeezenet-s0").mkdir(parents=True, exist_ok=True)
+        with open(f"{work}/report.json", "w", encoding="utf-8") as f:
+            json.dump(rec, f)
+
+    monkeypatch.setattr(parity.subprocess, "run", fake_tune)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    # 512 recorded by an earlier machine whose work dir is gone: 1024 starts afresh
+    (runs / "squeezenet-s0-512.json").write_text(json.dumps(_record("squeezenet", 512, 1, 1, 9)))
+    work_root = str(tmp_path / "work")
+    fresh = parity.run_stage("squeezenet", 0, 1024, work_root, [], runs=str(runs))
+    assert fresh["continued_from"] is None and fresh["tuning_seconds_total"] == 60
+    resumed = parity.run_stage("squeezenet", 0, 2048, work_root, [], runs=str(runs))
+    assert resumed["continued_from"] == 1024 and resumed["tuning_seconds_total"] == 120
