@@ -225,14 +225,17 @@ def task_sum(tasks: list[dict]) -> float | None:
 
 
 def machine_lines(records: list[dict]) -> list[str]:
-    """One line per machine (CPU, flags, target, threads) the stage records were run on."""
-    machines = sorted({(r["machine"]["cpu"], ",".join(r["machine"].get("cpu_flags", [])),
+    """One line per machine (CPU, flags, target, threads) the stage records were run on,
+    named by its ``-mcpu`` as the tables name it."""
+    machines = sorted({(cpu_tag(r), r["machine"]["cpu"],
+                        ",".join(r["machine"].get("cpu_flags", [])),
                         r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
                         f"{r['runtime']['torch_threads']} threads") for r in records})
-    lines = [f"- Machine: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}."
-             for cpu, flags, target, threads in machines]
+    lines = [f"- `{tag}`: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}."
+             for tag, cpu, flags, target, threads in machines]
     if len(machines) > 1:
-        lines.append("- **Several machines**: compare rows only within one machine.")
+        lines.append("- **Several machines**: compare latencies only within one run (one "
+                     "seed of one row); the ratios are each taken within their own run.")
     return lines
 
 
@@ -257,28 +260,39 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
              "(`tune.py` since 2026-12-01); `in turn` rows timed each once after the other.",
              ""]
     lines += machine_lines(records)
-    lines += ["", "| layout | network | trials | tuned ms (per seed) | median | PyTorch eager | "
-              "torch.compile | tuned / eager | tuning min (cumulative) | tasks measured / "
-              "predicted | sum of measured tasks ms | timed |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Where a row has several seeds, each column lists them in seed order; *tuned / "
+              "eager* is each run's own ratio (both timed in that run, on that run's CPU), and "
+              "the verdicts below take their median.", "",
+              "| layout | network | trials | seeds | CPU (`-mcpu`) | tuned ms | PyTorch eager ms "
+              "| torch.compile ms | tuned / eager | median tuned / eager | tuning min "
+              "(cumulative) | tasks measured / predicted | sum of measured tasks ms | timed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for lay in layouts:
         for net in networks:
             for b in budgets:
-                rows = [r for r in records
-                        if r["layout"] == lay and r["network"] == net and r["budget"] == b]
+                rows = sorted((r for r in records if r["layout"] == lay
+                               and r["network"] == net and r["budget"] == b),
+                              key=lambda r: r["seed"])
                 if not rows:
                     continue
-                tuned = [r["latency_ms"]["tuned"] for r in rows]
-                eager = median([r["latency_ms"]["torch"] for r in rows])
-                comp = median([r["latency_ms"]["torch_compile"] for r in rows])
+                ratios = [r["latency_ms"]["tuned"] / r["latency_ms"]["torch"] for r in rows]
+                ratio = median(ratios)
                 minutes = median([r["tuning_seconds_total"] / 60 for r in rows])
-                ratio = median(tuned) / eager if eager else None
                 src = rows[0]["tasks"]
+
+                def each(values: list, digits: int = 1) -> str:
+                    return " / ".join(_fmt(v, digits) for v in values)
+
                 lines.append(
-                    f"| {lay} | {net} | {b} | {' / '.join(_fmt(t) for t in tuned)} | "
-                    f"{_fmt(median(tuned))} | {_fmt(eager)} | {_fmt(comp)} | {_fmt(ratio, 2)} | "
-                    f"{_fmt(minutes)} | {sum(t['schedule'] == 'measured' for t in src)} / "
+                    f"| {lay} | {net} | {b} | {', '.join(str(r['seed']) for r in rows)} | "
+                    f"{' / '.join(cpu_tag(r) for r in rows)} | "
+                    f"{each([r['latency_ms']['tuned'] for r in rows])} | "
+                    f"{each([r['latency_ms']['torch'] for r in rows])} | "
+                    f"{each([r['latency_ms']['torch_compile'] for r in rows])} | "
+                    f"{each(ratios, 2)} | {_fmt(ratio, 2)} | "
+                    f"{each([r['tuning_seconds_total'] / 60 for r in rows])} | "
+                    f"{sum(t['schedule'] == 'measured' for t in src)} / "
                     f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} | "
                     f"{_fmt(task_sum(src))} | "
                     f"{'/'.join(sorted({_timed(r) for r in rows}))} |")
@@ -307,19 +321,21 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
         key = (r["layout"], r["network"])
         if r.get("convs") and r["budget"] >= latest.get(key, {"budget": -1})["budget"]:
             latest[key] = r
-    conv_rows = [(lay, net, c) for (lay, net), r in latest.items() for c in r["convs"]]
+    conv_rows = [(lay, net, cpu_tag(r), c) for (lay, net), r in latest.items()
+                 for c in r["convs"]]
     if conv_rows:
         lines += ["", "## Each convolution against oneDNN", "",
                   "Every conv layer timed alone in PyTorch (oneDNN, same threads), beside the "
                   "best measured schedule of its TVM task (matched by input and weight shapes, "
                   "or by FLOPs in records that lack the shapes, when one task alone matches; "
                   "the task adds bias and activation), seed 0 at the largest budget run.", "",
-                  "| layout | network | layer | in, out, k, stride, groups, size | MFLOP | "
+                  "| layout | network | CPU | layer | in, out, k, stride, groups, size | MFLOP | "
                   "TVM task | TVM GFLOP/s | oneDNN GFLOP/s | TVM / oneDNN |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for lay, net, c in conv_rows:
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for lay, net, cpu, c in conv_rows:
             ratio = (c["tvm_gflops"] / c["torch_gflops"]) if c["tvm_gflops"] else None
-            lines.append(f"| {lay} | {net} | {c['layer']} | {', '.join(map(str, c['shape']))} | "
+            lines.append(f"| {lay} | {net} | {cpu} | {c['layer']} | "
+                         f"{', '.join(map(str, c['shape']))} | "
                          f"{c['flops'] / 1e6:.0f} | "
                          + (f"{c['task']} ({c['schedule']})" if c["task"] else
                             f"- ({c.get('candidates', 0)} tasks match)")
@@ -345,6 +361,15 @@ def page_selection(networks: list[str], seeds: list[int], budgets: list[int],
     return (list(dict.fromkeys([*NETWORKS, *networks, *(n for n, _, _ in found)])),
             sorted({*SEEDS, *seeds, *(s for _, s, _ in found)}),
             sorted({*BUDGETS, *budgets, *(b for _, _, b in found)}), layouts)
+
+
+def cpu_tag(record: dict) -> str:
+    """The ``-mcpu`` of the record's target (``llvm -mcpu=rocketlake (2 cores)`` ->
+    ``rocketlake``): which of the page's machines ran it."""
+    for word in record["target"].split():
+        if word.startswith("-mcpu="):
+            return word[len("-mcpu="):]
+    return record["target"].split()[0]
 
 
 def _timed(record: dict) -> str:

@@ -60,7 +60,7 @@ def test_page_states_the_goals(tmp_path, monkeypatch):
     assert "NCHW: resnet-18 at or below PyTorch eager within 30 tuning minutes: **not " \
         "reached** (not run yet)" in text
     assert "NHWC: alexnet at or below 1.0x PyTorch eager at 1024 trials: not run yet" in text
-    assert "| NHWC | resnet-18 | 1024 | 19.0 |" in text
+    assert "| NHWC | resnet-18 | 1024 | 0 | x | 19.0 |" in text
     assert "| 8.0 |" in text  # the measured conv, weight 2 x 4 ms; the predicted pool left out
 
 
@@ -131,3 +131,22 @@ def test_a_stage_counts_earlier_minutes_only_when_it_continues_their_work_dir(
     assert fresh["continued_from"] is None and fresh["tuning_seconds_total"] == 60
     resumed = parity.run_stage("squeezenet", 0, 2048, work_root, [], runs=str(runs))
     assert resumed["continued_from"] == 1024 and resumed["tuning_seconds_total"] == 120
+
+
+def test_seeds_run_on_two_cpus_keep_their_own_ratios(tmp_path, monkeypatch):
+    folder = tmp_path / "runs" / "NHWC"
+    folder.mkdir(parents=True)
+    for seed, cpu, tuned, eager in ((0, "icelake-server", 10.0, 20.0), (1, "rocketlake", 30.0,
+                                                                         40.0)):
+        rec = _record("alexnet", 2048, tuned, eager, 20)
+        rec.update(seed=seed, target=f"llvm -mcpu={cpu} (2 cores)")
+        (folder / f"alexnet-s{seed}-2048.json").write_text(json.dumps(rec))
+    monkeypatch.setattr(parity, "RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(parity, "OUT", str(tmp_path / "page"))
+    parity.write_page(["alexnet"], [0, 1], [2048], ["NHWC"])
+    text = (tmp_path / "page.md").read_text()
+    assert "| NHWC | alexnet | 2048 | 0, 1 | icelake-server / rocketlake | 10.0 / 30.0 | " \
+        "20.0 / 40.0 | 20.0 / 40.0 | 0.50 / 0.75 | 0.62 |" in text
+    assert "- `rocketlake`: cpu" in text and "**Several machines**" in text
+    assert "alexnet at or below 1.0x PyTorch eager at 2048 trials: **reached**: 0.62x eager " \
+        "(2 of 2 seeds)" in text
