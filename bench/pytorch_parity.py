@@ -213,6 +213,11 @@ def match_tasks(convs: list[dict], tasks: list[dict]) -> list[dict]:
     return rows
 
 
+def _each(values: list[float | None], digits: int = 1) -> str:
+    """One value per seed, in seed order: ``"10.0 / 30.0"``."""
+    return " / ".join(_fmt(v, digits) for v in values)
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -281,17 +286,14 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                 minutes = median([r["tuning_seconds_total"] / 60 for r in rows])
                 src = rows[0]["tasks"]
 
-                def each(values: list, digits: int = 1) -> str:
-                    return " / ".join(_fmt(v, digits) for v in values)
-
                 lines.append(
                     f"| {lay} | {net} | {b} | {', '.join(str(r['seed']) for r in rows)} | "
                     f"{' / '.join(cpu_tag(r) for r in rows)} | "
-                    f"{each([r['latency_ms']['tuned'] for r in rows])} | "
-                    f"{each([r['latency_ms']['torch'] for r in rows])} | "
-                    f"{each([r['latency_ms']['torch_compile'] for r in rows])} | "
-                    f"{each(ratios, 2)} | {_fmt(ratio, 2)} | "
-                    f"{each([r['tuning_seconds_total'] / 60 for r in rows])} | "
+                    f"{_each([r['latency_ms']['tuned'] for r in rows])} | "
+                    f"{_each([r['latency_ms']['torch'] for r in rows])} | "
+                    f"{_each([r['latency_ms']['torch_compile'] for r in rows])} | "
+                    f"{_each(ratios, 2)} | {_fmt(ratio, 2)} | "
+                    f"{_each([r['tuning_seconds_total'] / 60 for r in rows])} | "
                     f"{sum(t['schedule'] == 'measured' for t in src)} / "
                     f"{sum(t['schedule'] == 'predicted' for t in src)} of {len(src)} | "
                     f"{_fmt(task_sum(src))} | "
