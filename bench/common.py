@@ -65,7 +65,7 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
     Args:
         network: A built-in network name.
         task_name: The task, as ``tune.py`` lists it.
-        preset: ``xgb``, ``xgb-Xfer``, ``meta-BO`` or ``meta-BO-T``.
+        preset: A preset name (``xgb``, ``xgb-Xfer``, ``RL``, ``meta-BO``, ``meta-BO-T``, ...).
         seed: Tuning seed.
         trials: Trials to measure.
         batch: Trials per round.
@@ -73,14 +73,21 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
 
     Returns:
         ``preset``, ``seed``, ``task``, ``best_ms``, ``tuning_seconds``, ``trials``,
-        ``rounds`` (``rounds.jsonl`` rows) and ``curve`` (``[trial, best ms so far]``).
+        ``rounds`` (``rounds.jsonl`` rows), ``curve`` (``[trial, best ms so far]``), and
+        where it ran: ``platform`` (e.g. ``llvm-znver4``), ``target`` (its description),
+        ``machine`` (:func:`metatune.provenance.machine_info`) and ``runtime`` (TVM and
+        PyTorch threads, :func:`tuner.engine.runtime.runtime_info`).
     """
     sys.path.insert(0, REPO)
+    from metatune.provenance import machine_info
     from tuner.engine.networks import load_network
+    from tuner.engine.platforms import platform_id
+    from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import extract_tasks
 
-    tasks = extract_tasks(load_network(network).relax_mod, resolve_target("llvm").target)
+    info = resolve_target("llvm")
+    tasks = extract_tasks(load_network(network).relax_mod, info.target)
     matching = [t for t in tasks if t.name == task_name]
     if not matching:
         raise SystemExit(f"{network} has no task {task_name!r}; its tasks: "
@@ -91,7 +98,9 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
     curve = [[c["trial"], c["task_best_ms"]] for c in curves]
     return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",
             "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
-            "trials": outcome.trials_run, "rounds": rounds, "curve": curve}
+            "trials": outcome.trials_run, "rounds": rounds, "curve": curve,
+            "platform": platform_id(info.target), "target": info.description,
+            "machine": machine_info(), "runtime": runtime_info(info.num_cores)}
 
 
 def measure(mods: list, info, runner: dict) -> list[float | None]:

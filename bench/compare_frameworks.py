@@ -16,12 +16,17 @@ seeds, each run in a fresh process, frameworks alternating run by run. Reported:
 - where MetaTune loses: every task (final best, best at equal tuning time) and network on
   which a MetaTune preset is slower than xgb or xgb-Xfer, written from the numbers.
 
-Each run's record (curve, per-round accuracy and timings; a few KB) is written to
-``--runs-dir`` (committed, ``docs/bench/runs``) as it finishes, and each network run's
-``report.json`` is copied there too; the networks' tuning work dirs (databases) live under
-``--work-root``. Rerun the same command to resume; ``--report-only`` writes the page from
-the runs done so far (the page says how many of the planned runs it holds). Runs go seed by
-seed, so that a partial run covers every task.
+One comparison per platform (``llvm-<cpu>``, as the datasets are kept): latencies compare
+only within one machine, and the machines these runs get differ from day to day. Each
+run's record (curve, per-round accuracy and timings, the CPU, target and thread counts; a
+few KB) is written as it finishes to ``--runs-dir`` (committed; by default
+``docs/bench/runs/frameworks/<platform>``), and each network run's ``report.json`` is copied
+there too; the networks' tuning work dirs (databases) live under ``--work-root``. The page
+is ``docs/bench/frameworks-<platform>.md``. Rerun the same command on a machine of the same
+platform to resume (on another it starts that platform's own comparison);
+``--report-only`` writes the page from the runs done so far (the page says how many of the
+planned runs it holds; ``--platform`` names another machine's). Runs go seed by seed, so
+that a partial run covers every task.
 
 The pieces live in ``bench/frameworks/``: the run plan (``plan``), the statistics
 (``stats``), the markdown page (``page``) and the figures (``plots``).
@@ -43,7 +48,8 @@ import sys
 
 from common import REPO, provenance, write_results
 from frameworks.page import markdown
-from frameworks.plan import FULL_TASKS, PRESETS, QUICK_TASKS, run_tasks, tune_networks
+from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, machine_lines, run_tasks,
+                             tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import early_accuracy, headlines, network_rows, overall, summarize
 
@@ -62,14 +68,19 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--network-trials", type=int, default=512)
     p.add_argument("--network-seeds", type=int, nargs="+",
                    help="seeds of the network runs (default: the first of --seeds)")
-    p.add_argument("--runs-dir", default="docs/bench/runs",
-                   help="where each finished run's record goes (small JSON; committed)")
-    p.add_argument("--work-root", default="work/bench/frameworks",
-                   help="the networks' tuning work dirs (databases, logs)")
+    p.add_argument("--platform",
+                   help="the platform whose runs these are, e.g. llvm-icelake-server (default: "
+                        "this machine's); runs are only made on that platform's machines")
+    p.add_argument("--runs-dir",
+                   help="where each finished run's record goes (small JSON; committed; "
+                        "default docs/bench/runs/frameworks/<platform>)")
+    p.add_argument("--work-root",
+                   help="the networks' tuning work dirs (databases, logs; default "
+                        "work/bench/frameworks/<platform>)")
     p.add_argument("--report-only", action="store_true",
                    help="write the page from the runs done so far; run nothing")
-    p.add_argument("--out", help="page prefix (default: docs/bench/frameworks, with --quick "
-                                 "docs/bench/frameworks-quick)")
+    p.add_argument("--out", help="page prefix (default: docs/bench/frameworks-<platform>, "
+                                 "with --quick docs/bench/frameworks-quick-<platform>)")
     p.add_argument("--worker", nargs=4, metavar=("TASK", "PRESET", "SEED", "OUT"),
                    help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
@@ -78,9 +89,32 @@ def _parse() -> argparse.Namespace:
     args.seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
     args.network_seeds = args.network_seeds or args.seeds[:1]
     args.trials = args.trials or (64 if args.quick else 256)
-    args.out = args.out or ("docs/bench/frameworks-quick" if args.quick
-                            else "docs/bench/frameworks")
     return args
+
+
+def _place(args: argparse.Namespace) -> None:
+    """Fill in the platform and the paths that default to it; refuse to measure one
+    platform's runs on another's machine.
+
+    Raises:
+        SystemExit: ``--platform`` names another platform than this machine's and runs
+            would be made (not with ``--report-only``).
+    """
+    from frameworks.plan import this_platform
+
+    here = this_platform()
+    args.platform = args.platform or here
+    if args.platform != here and not args.report_only:
+        raise SystemExit(f"--platform {args.platform}: this machine is {here}, and one "
+                         "comparison's runs must all come from one platform's machines; "
+                         "add --report-only to write that platform's page, or leave "
+                         "--platform out to run this machine's own comparison")
+    args.runs_dir = args.runs_dir or os.path.join("docs", "bench", "runs", "frameworks",
+                                                  args.platform)
+    args.work_root = args.work_root or os.path.join("work", "bench", "frameworks",
+                                                    args.platform)
+    args.out = args.out or os.path.join(
+        "docs", "bench", f"frameworks-{'quick-' if args.quick else ''}{args.platform}")
 
 
 def main() -> None:
@@ -99,6 +133,7 @@ def main() -> None:
         return
     sys.path.insert(0, REPO)
     os.chdir(REPO)
+    _place(args)
     runs, planned = run_tasks(args, os.path.abspath(__file__))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
@@ -110,6 +145,7 @@ def main() -> None:
     prov["command"] = prov["command"].replace(" --report-only", "")
     dates = sorted(r["date"] for r in runs if r.get("date"))
     doc = {**prov, "measured": [dates[0], dates[-1]] if dates else None,
+           "platform": args.platform, "machines": machine_lines(runs + reports),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
            "runs_done": len(runs), "runs_planned": planned,

@@ -247,3 +247,38 @@ def test_headlines_set_the_papers_claims_beside_ours():
                           "batch": 16, "seeds": [0], "summary": {}, "headlines":
                           list(rows.values())})
     assert "| meta-BO-T | xgb | +8 % | +0.0 % (1 of 2) | +25.0 % (1 of 1) |" in text
+
+
+def test_each_platform_has_its_own_runs_and_page(monkeypatch):
+    import argparse
+
+    import compare_frameworks
+
+    monkeypatch.setattr(plan, "this_platform", lambda: "llvm-znver4")
+
+    def args(**kw):
+        base = dict(platform=None, runs_dir=None, work_root=None, out=None, quick=False,
+                    report_only=False)
+        return argparse.Namespace(**{**base, **kw})
+
+    a = args()
+    compare_frameworks._place(a)
+    assert a.platform == "llvm-znver4"
+    assert a.runs_dir == os.path.join("docs", "bench", "runs", "frameworks", "llvm-znver4")
+    assert a.work_root == os.path.join("work", "bench", "frameworks", "llvm-znver4")
+    assert a.out == os.path.join("docs", "bench", "frameworks-llvm-znver4")
+    a = args(platform="llvm-icelake-server", report_only=True, quick=True)
+    compare_frameworks._place(a)  # another machine's page may be written, not measured
+    assert a.out.endswith("frameworks-quick-llvm-icelake-server")
+    with pytest.raises(SystemExit, match="this machine is llvm-znver4"):
+        compare_frameworks._place(args(platform="llvm-icelake-server"))
+
+
+def test_machine_lines_name_each_machine_and_warn_when_several():
+    run = {"machine": {"cpu": "AMD EPYC", "cpu_flags": ["avx2", "fma"]},
+           "runtime": {"tvm_threads": 2, "torch_threads": 2}, "target": "llvm -mcpu=znver4"}
+    assert plan.machine_lines([run, run]) == [
+        "- AMD EPYC (flags: avx2,fma); target `llvm -mcpu=znver4`; TVM 2 / PyTorch 2 "
+        "threads: 2 runs"]
+    lines = plan.machine_lines([run, {"preset": "xgb"}])
+    assert "not recorded" in lines[1] and "several machines" in lines[2]

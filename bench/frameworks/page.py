@@ -99,7 +99,9 @@ THREADS_FIXED = "2026-11-30T16:00:00+00:00"
 def markdown(doc: dict) -> str:
     lines = ["# Tuning frameworks side by side on held-out convolutions", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
-             f"- machine: {doc['machine']}",
+             *([f"- platform: `{doc['platform']}`, one comparison per platform (latencies "
+                 "compare only within one machine); measured on:", *doc["machines"]]
+               if doc.get("machines") else [f"- machine: {doc['machine']}"]),
              *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),
              f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
