@@ -16,14 +16,16 @@ seeds, each run in a fresh process, frameworks alternating run by run. Reported:
 - where MetaTune loses: every task (final best, best at equal tuning time) and network on
   which a MetaTune preset is slower than xgb or xgb-Xfer, written from the numbers.
 
-One comparison per platform (``llvm-<cpu>``, as the datasets are kept): latencies compare
+Records are kept per platform (``llvm-<cpu>``, as the datasets are): latencies compare
 only within one machine, and the machines these runs get differ from day to day. Each
 run's record (curve, per-round accuracy and timings, the CPU, target and thread counts; a
 few KB) is written as it finishes to ``--runs-dir`` (committed; by default
 ``docs/bench/runs/frameworks/<platform>``), and each network run's ``report.json`` is copied
 there too; the networks' tuning work dirs (databases) live under ``--work-root``. The page
-is ``docs/bench/frameworks-<platform>.md``. Rerun the same command on a machine of the same
-platform to resume (on another it starts that platform's own comparison);
+is ``docs/bench/frameworks-v2.md``. A group (one task and seed, every preset) is
+measured on one machine, and every comparison with xgb is paired within its group, so a
+group that another platform has finished is read from its records rather than run again,
+and the page pools every platform's groups. Rerun the same command to resume;
 ``--report-only`` writes the page from the runs done so far (the page says how many of the
 planned runs it holds; ``--platform`` names another machine's). Runs go seed by seed, so
 that a partial run covers every task.
@@ -69,8 +71,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--network-seeds", type=int, nargs="+",
                    help="seeds of the network runs (default: the first of --seeds)")
     p.add_argument("--platform",
-                   help="the platform whose runs these are, e.g. llvm-icelake-server (default: "
-                        "this machine's); runs are only made on that platform's machines")
+                   help="the platform whose runs dir new runs go to, e.g. llvm-icelake-server "
+                        "(default: this machine's; another only with --report-only)")
     p.add_argument("--runs-dir",
                    help="where each finished run's record goes (small JSON; committed; "
                         "default docs/bench/runs/frameworks/<platform>)")
@@ -79,8 +81,8 @@ def _parse() -> argparse.Namespace:
                         "work/bench/frameworks/<platform>)")
     p.add_argument("--report-only", action="store_true",
                    help="write the page from the runs done so far; run nothing")
-    p.add_argument("--out", help="page prefix (default: docs/bench/frameworks-<platform>, "
-                                 "with --quick docs/bench/frameworks-quick-<platform>)")
+    p.add_argument("--out", help="page prefix (default: docs/bench/frameworks-v2, with "
+                                 "--quick docs/bench/frameworks-v2-quick)")
     p.add_argument("--worker", nargs=4, metavar=("TASK", "PRESET", "SEED", "OUT"),
                    help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
@@ -109,12 +111,16 @@ def _place(args: argparse.Namespace) -> None:
                          "comparison's runs must all come from one platform's machines; "
                          "add --report-only to write that platform's page, or leave "
                          "--platform out to run this machine's own comparison")
-    args.runs_dir = args.runs_dir or os.path.join("docs", "bench", "runs", "frameworks",
-                                                  args.platform)
+    pool = os.path.join("docs", "bench", "runs", "frameworks")
+    # groups (task, seed) finished on other platforms count; not with an explicit --runs-dir
+    args.pool_dirs = [] if args.runs_dir else sorted(
+        os.path.join(pool, d) for d in (os.listdir(pool) if os.path.isdir(pool) else [])
+        if d != args.platform and os.path.isdir(os.path.join(pool, d)))
+    args.runs_dir = args.runs_dir or os.path.join(pool, args.platform)
     args.work_root = args.work_root or os.path.join("work", "bench", "frameworks",
                                                     args.platform)
     args.out = args.out or os.path.join(
-        "docs", "bench", f"frameworks-{'quick-' if args.quick else ''}{args.platform}")
+        "docs", "bench", "frameworks-v2" + ("-quick" if args.quick else ""))
 
 
 def main() -> None:

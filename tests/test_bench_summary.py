@@ -31,14 +31,16 @@ def test_summarize_compares_with_xgb():
             _run("meta-BO-T", 1, [[16, 2.9], [32, 2.0]])]
     s = stats.summarize(runs, ["xgb", "meta-BO-T"], 32, 16)["net/t"]
     assert s["xgb"]["final_over_xgb"] == 1.0
-    assert s["meta-BO-T"]["final_over_xgb"] == 2.2 / 3.0
+    assert s["meta-BO-T"]["final_over_xgb"] == pytest.approx(2.2 / 3.0)  # per-seed ratios
     assert s["meta-BO-T"]["trials_to_xgb_best"] == [16, 16]
     assert s["meta-BO-T"]["curve_median_ms"] == [2.95, 2.2]
     summary = {"net/t": s}
     overall = stats.overall(summary, ["xgb", "meta-BO-T"])
     assert overall["meta-BO-T"]["tasks_better"] == 1
     assert overall["meta-BO-T"]["median_trials_to_xgb_best"] == 16
-    assert overall["meta-BO-T"]["first_round_geomean_over_xgb"] == 2.95 / 4.5
+    # the median of each seed's first-round ratio: 3.0 / 4.0 and 2.9 / 5.0
+    assert overall["meta-BO-T"]["first_round_geomean_over_xgb"] == pytest.approx(
+        (3.0 / 4.0 + 2.9 / 5.0) / 2)
     assert overall["xgb"]["geomean_over_xgb"] == 1.0
     early = stats.early_accuracy(summary, ["xgb", "meta-BO-T"])
     assert early["xgb"]["mse"][0] == 0.1 and early["xgb"]["mse"][1] is None
@@ -167,8 +169,8 @@ def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
     o = stats.overall({"net/t": s}, ["xgb", "meta-BO-T"])["meta-BO-T"]
     assert o["equal_time_geomean_over_xgb"] == 2.5 / 4.0 and o["geomean_over_xgb"] == 1.25
     doc = {"presets": ["xgb", "meta-BO-T"], "summary": {"net/t": s}}
-    assert page.losses(doc) == ["- net/t, final best: meta-BO-T 2.500 ms is behind xgb 2.000 ms "
-                              "(1.250x)"]
+    assert page.losses(doc) == ["- net/t, final best: meta-BO-T is behind xgb (1.250x its "
+                              "latency)"]
     # seed 1 has only xgb's run (the seed under way): no equal-time budget for it yet
     assert stats.equal_time_budgets([fast, slow, dict(slow, seed=1)]) == {0: 10.0}
     # a record without round timings counts for no budget
@@ -230,10 +232,10 @@ def test_headlines_set_the_papers_claims_beside_ours():
     runs = [_run(p, 0, [[16, ms]]) for p, ms in (("xgb", 2.0), ("RL", 2.2), ("meta-BO-T", 1.6),
                                                   ("meta-RL", 2.0))]
     summary = stats.summarize(runs, ["xgb", "RL", "meta-BO-T", "meta-RL"], 16, 16)
-    nets = [{"network": "a", "preset": "xgb", "tuned_ms": 10.0},
-            {"network": "a", "preset": "meta-BO-T", "tuned_ms": 8.0},
-            {"network": "b", "preset": "xgb", "tuned_ms": 10.0},
-            {"network": "b", "preset": "meta-BO-T", "tuned_ms": 12.5}]
+    nets = [{"network": "a", "preset": "xgb", "tuned_ms_by_seed": {0: 10.0}},
+            {"network": "a", "preset": "meta-BO-T", "tuned_ms_by_seed": {0: 8.0}},
+            {"network": "b", "preset": "xgb", "tuned_ms_by_seed": {0: 10.0, 1: 20.0}},
+            {"network": "b", "preset": "meta-BO-T", "tuned_ms_by_seed": {0: 12.5, 1: 25.0}}]
     rows = {(h["preset"], h["against"]): h for h in stats.headlines(summary, nets)}
     bo_xgb = rows[("meta-BO-T", "xgb")]
     assert bo_xgb["paper_pct"] == 8.0
@@ -249,7 +251,7 @@ def test_headlines_set_the_papers_claims_beside_ours():
     assert "| meta-BO-T | xgb | +8 % | +0.0 % (1 of 2) | +25.0 % (1 of 1) |" in text
 
 
-def test_each_platform_has_its_own_runs_and_page(monkeypatch):
+def test_each_platform_has_its_own_runs_dir(monkeypatch):
     import argparse
 
     import compare_frameworks
@@ -266,10 +268,11 @@ def test_each_platform_has_its_own_runs_and_page(monkeypatch):
     assert a.platform == "llvm-znver4"
     assert a.runs_dir == os.path.join("docs", "bench", "runs", "frameworks", "llvm-znver4")
     assert a.work_root == os.path.join("work", "bench", "frameworks", "llvm-znver4")
-    assert a.out == os.path.join("docs", "bench", "frameworks-llvm-znver4")
+    assert a.out == os.path.join("docs", "bench", "frameworks-v2")
     a = args(platform="llvm-icelake-server", report_only=True, quick=True)
     compare_frameworks._place(a)  # another machine's page may be written, not measured
-    assert a.out.endswith("frameworks-quick-llvm-icelake-server")
+    assert a.out.endswith("frameworks-v2-quick")
+    assert a.runs_dir.endswith("llvm-icelake-server")
     with pytest.raises(SystemExit, match="this machine is llvm-znver4"):
         compare_frameworks._place(args(platform="llvm-icelake-server"))
 
@@ -282,3 +285,52 @@ def test_machine_lines_name_each_machine_and_warn_when_several():
         "threads: 2 runs"]
     lines = plan.machine_lines([run, {"preset": "xgb"}])
     assert "not recorded" in lines[1] and "several machines" in lines[2]
+
+
+def test_comparisons_pair_each_seed_with_xgb_so_machines_can_be_pooled():
+    # seed 0 ran on a machine twice as fast as seed 1's: each seed's ratio counts
+    runs = [_run("xgb", 0, [[16, 2.0], [32, 1.0]]), _run("xgb", 1, [[16, 4.0], [32, 2.0]]),
+            _run("xgb-Xfer", 0, [[16, 2.0], [32, 0.8]]),
+            _run("xgb-Xfer", 1, [[16, 4.0], [32, 1.7]]),
+            _run("meta-BO-T", 0, [[16, 1.5], [32, 0.9]]),
+            _run("meta-BO-T", 1, [[16, 1.9], [32, 1.8]])]
+    s = stats.summarize(runs, ["xgb", "xgb-Xfer", "meta-BO-T"], 32, 16)["net/t"]
+    assert s["meta-BO-T"]["final_over_xgb_per_seed"] == {0: 0.9, 1: 0.9}
+    assert s["meta-BO-T"]["trials_to_xgb_best"] == [32, 16]  # each seed's own xgb best
+    assert stats.paired_ratio(s["meta-BO-T"], s["xgb-Xfer"]) == pytest.approx(
+        (0.9 / 0.8 + 0.9 / 0.85) / 2)
+    (head,) = [h for h in stats.headlines({"net/t": s}) if h["against"] == "xgb"]
+    assert head["kernels_pct"] == pytest.approx(100 * (1 / 0.9 - 1))
+    assert page.losses({"presets": ["xgb", "xgb-Xfer", "meta-BO-T"],
+                        "summary": {"net/t": s}})[0].startswith("- net/t, final best: meta-BO-T "
+                                                                "is behind xgb-Xfer (1.092x")
+
+
+def test_a_group_finished_on_another_platform_is_read_not_run_again(tmp_path, capsys):
+    import argparse
+    import json
+
+    sub = "t32-b16"
+    own, other = tmp_path / "llvm-znver4" / sub, tmp_path / "llvm-icelake-server" / sub
+    own.mkdir(parents=True)
+    other.mkdir(parents=True)
+
+    def record(where, preset, seed, best):
+        (where / plan.run_name("net/t", preset, seed)).write_text(
+            json.dumps(_run(preset, seed, [[16, best]])))
+
+    record(other, "xgb", 0, 2.0)  # seed 0 finished elsewhere; seed 1 begun here
+    record(other, "meta-BO-T", 0, 2.0)
+    record(own, "xgb", 1, 4.0)
+    record(other, "xgb", 1, 3.0)
+    record(other, "meta-BO-T", 1, 1.0)
+    args = argparse.Namespace(tasks=["net/t"], presets=["xgb", "meta-BO-T"], seeds=[0, 1],
+                              trials=32, batch=16, runs_dir=str(own.parent),
+                              pool_dirs=[str(other.parent)],
+                              report_only=True, overrides=[])
+    runs, planned = plan.run_tasks(args, "unused")
+    assert planned == 4
+    # seed 0 from the other platform; seed 1 stays here, where it began (meta-BO-T missing)
+    assert [(r["preset"], r["seed"], r["best_ms"]) for r in runs] == [
+        ("xgb", 0, 2.0), ("meta-BO-T", 0, 2.0), ("xgb", 1, 4.0)]
+    assert "done before on llvm-icelake-server" in capsys.readouterr().out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from common import median
-from frameworks.stats import BASELINES, EARLY_ROUNDS
+from frameworks.stats import BASELINES, EARLY_ROUNDS, paired_ratio
 
 def _fmt(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
@@ -24,9 +24,10 @@ def _rounds_note(rows: list[dict]) -> str:
 
 
 def losses(doc: dict) -> list[str]:
-    """Where MetaTune's presets lose, one markdown bullet each: every task whose median final
-    best, or median best at equal tuning time, is slower than a baseline's (xgb, xgb-Xfer),
-    and every network whose tuned latency is.
+    """Where MetaTune's presets lose, one markdown bullet each: every task whose final best,
+    or best at equal tuning time, is slower than a baseline's (xgb, xgb-Xfer), as the median
+    over seeds of its ratio to the baseline's run of the same seed; and every network whose
+    tuned latency is.
 
     Args:
         doc: The page's document (``presets``, ``summary``, optional ``networks`` rows).
@@ -51,10 +52,17 @@ def losses(doc: dict) -> list[str]:
                            + ", ".join(behind))
 
     for task, per in doc["summary"].items():
-        compare(f"{task}, final best", {p: s["median_final_ms"] for p, s in per.items()},
-                ".3f")
-        compare(f"{task}, best at equal tuning time",
-                {p: s.get("median_equal_time_ms") for p, s in per.items()}, ".3f")
+        for key, what in (("final_over_xgb_per_seed", "final best"),
+                          ("equal_time_over_xgb_per_seed", "best at equal tuning time")):
+            for mine in (p for p in ours if p in per):
+                behind = []
+                for b in (b for b in theirs if b in per):
+                    ratio = paired_ratio(per[mine], per[b], key)
+                    compared += ratio is not None
+                    if ratio is not None and ratio > 1.0:
+                        behind.append(f"{b} ({ratio:.3f}x its latency)")
+                if behind:
+                    out.append(f"- {task}, {what}: {mine} is behind " + ", ".join(behind))
     rows = doc.get("networks") or []
     for net in dict.fromkeys(r["network"] for r in rows):
         compare(f"{net} end to end",
@@ -99,9 +107,9 @@ THREADS_FIXED = "2026-11-30T16:00:00+00:00"
 def markdown(doc: dict) -> str:
     lines = ["# Tuning frameworks side by side on held-out convolutions", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
-             *([f"- platform: `{doc['platform']}`, one comparison per platform (latencies "
-                 "compare only within one machine); measured on:", *doc["machines"]]
-               if doc.get("machines") else [f"- machine: {doc['machine']}"]),
+             *(["- measured on (each group, one task or network and seed with every "
+                "preset, on one machine; every ratio is taken within a group):",
+                *doc["machines"]] if doc.get("machines") else [f"- machine: {doc['machine']}"]),
              *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),
              f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
@@ -169,7 +177,10 @@ def markdown(doc: dict) -> str:
                   "| seconds to xgb's best | MSE | MSE(D) | pairwise | tuning s |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for preset, s in per.items():
-            seeds = ", ".join(_fmt(v) for v in s["final_ms"])
+            platforms = s.get("platforms") or []
+            tags = ([f" ({(p or '?').removeprefix('llvm-')})" for p in platforms]
+                    if len(set(platforms)) > 1 else [""] * len(s["final_ms"]))
+            seeds = ", ".join(_fmt(v) + t for v, t in zip(s["final_ms"], tags))
             reach = ", ".join(_fmt(v, ".0f") for v in s["trials_to_xgb_best"])
             reach_s = ", ".join(_fmt(v, ".0f") for v in s.get("seconds_to_xgb_best", []))
             lines.append(
@@ -198,7 +209,11 @@ def markdown(doc: dict) -> str:
                   "tuning min |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in doc["networks"]:
-            per_seed = ", ".join(_fmt(v, ".2f") for v in r.get("tuned_ms_per_seed", []))
+            targets = r.get("targets") or []
+            tags = ([f" ({t})" for t in targets] if len(set(targets)) > 1
+                    else [""] * len(r.get("tuned_ms_per_seed", [])))
+            per_seed = ", ".join(_fmt(v, ".2f") + t
+                                 for v, t in zip(r.get("tuned_ms_per_seed", []), tags))
             lines.append(
                 f"| {r['network']} | {r['preset']} | {_fmt(r['trials'], '.0f')} | "
                 f"{_fmt(r.get('tasks_measured'), '.0f')} of {_fmt(r.get('tasks'), 'd')} | "
@@ -214,17 +229,20 @@ def markdown(doc: dict) -> str:
                   "TVM's default schedule)." + _rounds_note(doc["networks"]), ""]
         if doc.get("png_networks"):
             lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
-    lines += ["vs xgb: median final best over xgb's (below 1 is better). Trials to xgb's best: "
+    lines += ["vs xgb: per seed, the final best over xgb's run of the same task and seed "
+              "(one machine), median over seeds (below 1 is better); every ratio on this page "
+              "is paired so, which lets seeds measured on different machines be pooled (the "
+              "per-seed latencies then name their CPU). Trials to xgb's best: "
               "per seed, the measured trials after which the framework's best was at least "
-              "as fast as xgb's median final best ('-': not within the budget); seconds to "
+              "as fast as xgb's final best of that seed ('-': not within the budget); seconds to "
               "xgb's best: the same in tuning seconds (search + measurement + model update "
               "of every round; set-up before the first round, such as loading a checkpoint "
               "or fitting xgb-Xfer's transfer model, is not counted). "
               "At equal time vs xgb: per seed, every framework's best after the tuning time "
-              "of that seed's fastest run (the rounds it finished by then), median over seeds "
-              "every framework has finished, over xgb's. First round: the best of the "
-              "first batch, before any measurement of the task (median over seeds), over "
-              "xgb's. MSE, MSE(D), "
+              "of that seed's fastest run (the rounds it finished by then), over xgb's, median "
+              "over the seeds every framework has finished. First round: the best of the "
+              "first batch, before any measurement of the task, over xgb's (median over "
+              "seeds). MSE, MSE(D), "
               "pairwise: the cost model on each new batch before it was measured, median over "
               "rounds (paper Table 4)."]
     return "\n".join(lines) + "\n"

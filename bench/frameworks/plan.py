@@ -72,14 +72,19 @@ def network_run_name(network: str, preset: str, trials: int, seed: int) -> str:
 def tune_networks(args: argparse.Namespace) -> list[dict]:
     """Tune each network with each preset and each of ``--network-seeds`` via ``tune.py``,
     seed by seed; resumable: a finished run's report is read back (from ``--runs-dir``,
-    else its work dir), an unfinished one resumes from its work dir's database.
+    else its work dir), an unfinished one resumes from its work dir's database. A group
+    (network, seed: every preset) that another platform has finished is read from there
+    (:func:`group_dir`).
     ``torch.compile`` is measured once per network (first seed, first preset)."""
     reports = []
     plan = itertools.product(enumerate(args.network_seeds), args.networks,
                              enumerate(args.presets))
     for (k, seed), network, (i, preset) in plan:
         name = network_run_name(network, preset, args.network_trials, seed)
-        record = os.path.join(args.runs_dir, name + ".json")
+        group = [network_run_name(network, p, args.network_trials, seed) + ".json"
+                 for p in args.presets]
+        where = group_dir(args.runs_dir, getattr(args, "pool_dirs", []), group)
+        record = os.path.join(where, name + ".json")
         report = _finished(record)
         if report is None:
             work = os.path.join(args.work_root, name)
@@ -99,31 +104,54 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
                 if report is None:
                     raise RuntimeError(f"{work}/report.json has no tuned latency; see "
                                        f"{work}/logs and rerun to resume")
-            os.makedirs(args.runs_dir, exist_ok=True)
+            os.makedirs(where, exist_ok=True)
             shutil.copyfile(os.path.join(work, "report.json"), record)
         reports.append(report)
     return reports
 
 
+def run_name(task: str, preset: str, seed: int) -> str:
+    """The file name of one task run's record."""
+    return f"{task.replace('/', '__')}-{preset}-{seed}.json"
+
+
+def group_dir(own: str, others: list[str], names: list[str]) -> str:
+    """Where a group's records are read from (and missing ones written): a group is one
+    task (or network) and seed, every preset (the record file ``names``), and is measured
+    on one machine, so that each comparison with xgb stays within one run. That is ``own``
+    (this platform's) when it holds any of the group, else the first of ``others`` (other
+    platforms') that holds the whole group, else ``own``."""
+    if not any(os.path.exists(os.path.join(own, n)) for n in names):
+        for other in others:
+            if all(os.path.exists(os.path.join(other, n)) for n in names):
+                return other
+    return own
+
+
 def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
     """Run every planned task run (each seed, then each task, then each preset) not yet
     recorded, each in a fresh ``script --worker`` process; resumable: a recorded run is
-    read back (with ``--report-only``, a missing one is skipped).
+    read back (with ``--report-only``, a missing one is skipped). A group (task, seed)
+    that another platform has finished (``args.pool_dirs``) is read from there, not run
+    again; one begun here is finished here (:func:`group_dir`).
 
     Args:
         args: The command line (``tasks``, ``presets``, ``seeds``, ``trials``, ``batch``,
-            ``runs_dir``, ``report_only``, ``overrides``).
+            ``runs_dir``, ``pool_dirs``, ``report_only``, ``overrides``).
         script: The path of the script whose ``--worker`` mode runs one task run.
 
     Returns:
         ``(runs, planned)``: the records of the runs done, and how many runs were planned.
     """
-    runs_dir = os.path.join(args.runs_dir, f"t{args.trials}-b{args.batch}")
-    os.makedirs(runs_dir, exist_ok=True)
+    sub = f"t{args.trials}-b{args.batch}"
+    own = os.path.join(args.runs_dir, sub)
+    others = [os.path.join(d, sub) for d in getattr(args, "pool_dirs", [])]
+    os.makedirs(own, exist_ok=True)
     runs = []
     plan = [(t, s, p) for s in args.seeds for t in args.tasks for p in args.presets]
     for i, (task, seed, preset) in enumerate(plan, 1):
-        path = os.path.join(runs_dir, f"{task.replace('/', '__')}-{preset}-{seed}.json")
+        where = group_dir(own, others, [run_name(task, p, seed) for p in args.presets])
+        path = os.path.join(where, run_name(task, preset, seed))
         if not os.path.exists(path) and args.report_only:
             continue
         if not os.path.exists(path):
@@ -133,7 +161,9 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
                    *args.overrides]
             subprocess.run(cmd, check=True, cwd=REPO)
         else:
-            print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}: done before", flush=True)
+            platform = os.path.basename(os.path.dirname(where))
+            done = "done before" + ("" if where == own else f" on {platform}")
+            print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}: {done}", flush=True)
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
     return runs, len(plan)

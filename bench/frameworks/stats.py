@@ -67,16 +67,22 @@ def equal_time_budgets(runs: list[dict]) -> dict[int, float]:
 
 def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> dict:
     """Per task and preset: final bests, curves, trials to xgb's best, bests at equal
-    tuning time, accuracy."""
+    tuning time, accuracy.
+
+    Every comparison with xgb is paired by seed: a run is set against xgb's run of the same
+    task and seed (one group, measured on one machine: :func:`frameworks.plan.run_tasks`),
+    and the medians are over those per-seed ratios, so groups measured on different
+    machines can be pooled. The latencies themselves (``final_ms``, the curves) are listed
+    as measured.
+    """
     out: dict = {}
     grid = list(range(batch, trials + 1, batch))
     for task in dict.fromkeys(r["task"] for r in runs):
         per_task = {}
-        base = [r for r in runs if r["task"] == task and r["preset"] == BASELINE]
-        base_final = median([r["best_ms"] for r in base])
+        base = {r["seed"]: r for r in runs if r["task"] == task and r["preset"] == BASELINE}
         budgets = equal_time_budgets([r for r in runs if r["task"] == task])
-        base_at_time = _median_or_inf([best_at(time_curve(r), budgets[r["seed"]])
-                                       for r in base if r["seed"] in budgets])
+        base_at_time = {seed: best_at(time_curve(r), budgets[seed])
+                        for seed, r in base.items() if seed in budgets}
         for preset in presets:
             mine = sorted((r for r in runs if r["task"] == task and r["preset"] == preset),
                           key=lambda r: r["seed"])
@@ -84,26 +90,36 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
                 continue
             curves = [[best_at(r["curve"], t) for t in grid] for r in mine]
             rounds = [x for r in mine for x in r["rounds"]]
-            reach = [trials_to_reach(r["curve"], base_final) for r in mine] if base_final else []
-            final = median([r["best_ms"] for r in mine])
+            paired = [(r, base[r["seed"]]["best_ms"]) for r in mine if r["seed"] in base]
+            reach = [trials_to_reach(r["curve"], b) for r, b in paired]
             times = [time_curve(r) for r in mine]
-            reach_s = [trials_to_reach(t, base_final) for t in times] if base_final else []
-            at_time = [best_at(t, budgets[r["seed"]]) for t, r in zip(times, mine)
-                       if r["seed"] in budgets]
-            at_time_median = _median_or_inf(at_time)
+            reach_s = [trials_to_reach(time_curve(r), b) for r, b in paired]
+            timed = [(r, best_at(t, budgets[r["seed"]])) for t, r in zip(times, mine)
+                     if r["seed"] in budgets]
+            at_time = [v for _, v in timed]
+            # a run with no result by then counts as infinitely slow (None)
+            at_time_ratio = {r["seed"]: None if v is None else v / base_at_time[r["seed"]]
+                             for r, v in timed if base_at_time.get(r["seed"])}
+            first = [(c[0], best_at(base[r["seed"]]["curve"], grid[0]))
+                     for c, r in zip(curves, mine) if r["seed"] in base]
             per_task[preset] = {
                 "seeds": [r["seed"] for r in mine],
+                "platforms": [r.get("platform") for r in mine],
                 "final_ms": [r["best_ms"] for r in mine],
-                "median_final_ms": final,
-                "final_over_xgb": (final / base_final) if final and base_final else None,
+                "median_final_ms": median([r["best_ms"] for r in mine]),
+                "final_over_xgb": median([r["best_ms"] / b for r, b in paired
+                                          if r["best_ms"] and b]),
+                "final_over_xgb_per_seed": {r["seed"]: r["best_ms"] / b for r, b in paired
+                                            if r["best_ms"] and b},
+                "first_round_over_xgb": median([m / b for m, b in first if m and b]),
                 "trials_to_xgb_best": reach,
                 "seconds_to_xgb_best": reach_s,
                 "time_curves": times,
                 "equal_time_s": [budgets[r["seed"]] for r in mine if r["seed"] in budgets],
                 "equal_time_ms": at_time,
-                "median_equal_time_ms": at_time_median,
-                "equal_time_over_xgb": (at_time_median / base_at_time
-                                        if at_time_median and base_at_time else None),
+                "median_equal_time_ms": _median_or_inf(at_time),
+                "equal_time_over_xgb": _median_or_inf(list(at_time_ratio.values())),
+                "equal_time_over_xgb_per_seed": at_time_ratio,
                 "curve_trials": grid,
                 "curve_median_ms": [median(list(col)) for col in zip(*curves)],
                 "curve_min_ms": [min((v for v in col if v), default=None) for col in zip(*curves)],
@@ -116,6 +132,9 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
                                     for i in range(EARLY_ROUNDS)]
                    for key in ("mse", "mse_d", "pairwise")},
                 "tuning_seconds": median([r["tuning_seconds"] for r in mine]),
+                "tuning_over_xgb": median([r["tuning_seconds"] / base[r["seed"]]["tuning_seconds"]
+                                           for r in mine if r["seed"] in base
+                                           and base[r["seed"]]["tuning_seconds"]]),
             }
         out[task] = per_task
     return out
@@ -136,8 +155,8 @@ def _median_reach(per: list[dict], key: str) -> float | None:
 
 def overall(summary: dict, presets: list[str]) -> dict:
     """Per preset, across tasks: the geometric mean of final best over xgb's, of best at
-    equal tuning time over xgb's and of best after the first round (median over seeds)
-    over xgb's, on how many tasks it beat xgb, the median over runs of
+    equal tuning time over xgb's and of best after the first round over xgb's (each the
+    median over seeds of the per-seed ratio), on how many tasks it beat xgb, the median over runs of
     the trials and of the tuning seconds to xgb's best (``None`` when most runs never
     reached it), and the median over tasks of its tuning time over xgb's.
 
@@ -159,16 +178,13 @@ def overall(summary: dict, presets: list[str]) -> dict:
         ratios = [s["final_over_xgb"] for s in per if s["final_over_xgb"]]
         if not ratios:
             continue
-        times = [mine["tuning_seconds"] / base["tuning_seconds"] for mine, base in pairs
-                 if mine["tuning_seconds"] and base["tuning_seconds"]]
+        times = [mine["tuning_over_xgb"] for mine, _ in pairs if mine.get("tuning_over_xgb")]
         out[preset] = {
             "geomean_over_xgb": geomean(ratios),
             "equal_time_geomean_over_xgb": geomean([s.get("equal_time_over_xgb")
                                                     for s in per]),
-            "first_round_geomean_over_xgb": geomean([
-                mine["curve_median_ms"][0] / base["curve_median_ms"][0]
-                for mine, base in pairs if mine["curve_median_ms"] and base["curve_median_ms"]
-                and mine["curve_median_ms"][0] and base["curve_median_ms"][0]]),
+            "first_round_geomean_over_xgb": geomean([s.get("first_round_over_xgb")
+                                                     for s in per]),
             "tasks_better": sum(r < 1.0 for r in ratios), "tasks": len(ratios),
             "median_trials_to_xgb_best": _median_reach(per, "trials_to_xgb_best"),
             "median_seconds_to_xgb_best": _median_reach(per, "seconds_to_xgb_best"),
@@ -185,8 +201,9 @@ def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
     inference time after tuning, normalized to xgb): per pair of :data:`PAPER_HEADLINES`,
     the first framework's speed-up over the second, in % of throughput: the geometric mean
     of the second's latency over the first's, minus one, end to end (the networks both
-    tuned: :func:`network_rows`) and over the held-out kernels (the tasks both ran: median
-    final bests from :func:`summarize`), with how many it was faster on.
+    tuned: :func:`network_rows`) and over the held-out kernels (the tasks both ran), each
+    network's or task's ratio the median over seeds of the two runs' ratio; with how many
+    it was faster on.
 
     Returns:
         ``[{"preset", "against", "paper_pct", "networks_pct", "networks_faster",
@@ -195,13 +212,13 @@ def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
     """
     out = []
     for preset, against, paper in PAPER_HEADLINES:
-        kernels = [t[against]["median_final_ms"] / t[preset]["median_final_ms"]
-                   for t in summary.values() if preset in t and against in t
-                   and t[preset]["median_final_ms"] and t[against]["median_final_ms"]]
-        tuned = {(r["network"], r["preset"]): r["tuned_ms"] for r in networks or []
-                 if r.get("tuned_ms")}
-        nets = [tuned[(n, against)] / tuned[(n, p)] for n, p in tuned
-                if p == preset and (n, against) in tuned]
+        kernels = [r for t in summary.values() if preset in t and against in t
+                   if (r := paired_ratio(t[against], t[preset])) is not None]
+        tuned = {(r["network"], r["preset"]): r.get("tuned_ms_by_seed") or {}
+                 for r in networks or []}
+        nets = [ratio for (n, p), mine in tuned.items() if p == preset
+                if (ratio := median([tuned[(n, against)][s] / v for s, v in mine.items()
+                                     if v and tuned.get((n, against), {}).get(s)]))]
         row = {"preset": preset, "against": against, "paper_pct": paper}
         for key, ratios in (("networks", nets), ("kernels", kernels)):
             row[f"{key}_pct"] = 100.0 * (geomean(ratios) - 1.0) if ratios else None
@@ -209,6 +226,23 @@ def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
             row[key] = len(ratios)
         out.append(row)
     return out
+
+
+def paired_ratio(num: dict, den: dict, key: str = "final_over_xgb_per_seed") -> float | None:
+    """Median over the seeds both ran of ``num``'s latency over ``den``'s (one task's
+    :func:`summarize` entries of two presets; each seed is one group, one machine), from
+    their ratios to xgb's run of the same seed.
+
+    Args:
+        num, den: The two presets' entries.
+        key: ``final_over_xgb_per_seed`` (final bests) or ``equal_time_over_xgb_per_seed``
+            (bests at equal tuning time; a ``None`` there, no result by then, counts as
+            infinitely slow).
+    """
+    a, b = num.get(key) or {}, den.get(key) or {}
+    seeds = [s for s in a if s in b]
+    return _median_or_inf([None if a[s] is None or not b[s] else a[s] / b[s] for s in seeds
+                           if not (a[s] is None and b[s] is None)])
 
 
 def early_accuracy(summary: dict, presets: list[str]) -> dict:
@@ -243,6 +277,9 @@ def network_rows(reports: list[dict]) -> list[dict]:
             "trials": median([r["trials_total"] for r in runs]),
             "tuned_ms": median([x["tuned"] for x in lat]),
             "tuned_ms_per_seed": [x["tuned"] for x in lat],
+            "tuned_ms_by_seed": {r.get("config", {}).get("seed") or 0: r["latency_ms"]["tuned"]
+                                 for r in runs if r["latency_ms"].get("tuned")},
+            "targets": [r.get("target") for r in runs],
             "untuned_ms": median([x["untuned"] for x in lat]),
             "torch_ms": median([x["torch"] for x in lat]),
             "torch_compile_ms": compiled.get(network),
