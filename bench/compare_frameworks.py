@@ -95,8 +95,9 @@ def _parse() -> argparse.Namespace:
 
 
 def _place(args: argparse.Namespace) -> None:
-    """Fill in the platform and the paths that default to it; refuse to measure one
-    platform's runs on another's machine.
+    """Fill in the platform, the paths that default to it and the other platforms' runs
+    dirs whose finished groups count (``pool_dirs``); refuse to write runs measured here
+    into another platform's records.
 
     Raises:
         SystemExit: ``--platform`` names another platform than this machine's and runs
@@ -107,10 +108,10 @@ def _place(args: argparse.Namespace) -> None:
     here = this_platform()
     args.platform = args.platform or here
     if args.platform != here and not args.report_only:
-        raise SystemExit(f"--platform {args.platform}: this machine is {here}, and one "
-                         "comparison's runs must all come from one platform's machines; "
-                         "add --report-only to write that platform's page, or leave "
-                         "--platform out to run this machine's own comparison")
+        raise SystemExit(f"--platform {args.platform}: this machine is {here}, and runs "
+                         "measured here go to its own records; leave --platform out (the "
+                         "groups other platforms finished are read anyway), or add "
+                         "--report-only to only write the page")
     pool = os.path.join("docs", "bench", "runs", "frameworks")
     # groups (task, seed) finished on other platforms count; not with an explicit --runs-dir
     args.pool_dirs = [] if args.runs_dir else sorted(

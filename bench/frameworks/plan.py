@@ -24,7 +24,7 @@ FULL_TASKS = [
 
 def this_platform() -> str:
     """This machine's platform as the datasets name it (``llvm-<cpu>``, e.g. ``llvm-znver4``):
-    the comparison's runs and page are kept per platform."""
+    the comparison's run records are kept per platform."""
     sys.path.insert(0, REPO)
     from tuner.engine.platforms import platform_id
     from tuner.engine.targets import resolve_target
