@@ -76,7 +76,8 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         ``rounds`` (``rounds.jsonl`` rows), ``curve`` (``[trial, best ms so far]``), and
         where it ran: ``platform`` (e.g. ``llvm-znver4``), ``target`` (its description),
         ``machine`` (:func:`metatune.provenance.machine_info`) and ``runtime`` (TVM and
-        PyTorch threads, :func:`tuner.engine.runtime.runtime_info`).
+        PyTorch threads, :func:`tuner.engine.runtime.runtime_info`); and what the cost model
+        was trained on: ``checkpoint`` (MetaTune presets) or ``xfer_data`` (xgb-Xfer).
     """
     sys.path.insert(0, REPO)
     from metatune.provenance import machine_info
@@ -96,11 +97,18 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
         *overrides], prefix=f"bench-{preset}-")
     curve = [[c["trial"], c["task_best_ms"]] for c in curves]
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import with_model_sources
+
+    cfg = with_model_sources(load_tune_config(overrides=[f"preset={preset}", *overrides]), info)
+    sources = {"checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
+               "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
     return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",
             "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve,
             "platform": platform_id(info.target), "target": info.description,
-            "machine": machine_info(), "runtime": runtime_info(info.num_cores)}
+            "machine": machine_info(), "runtime": runtime_info(info.num_cores),
+            **{k: os.path.relpath(v, REPO) for k, v in sources.items() if v}}
 
 
 def measure(mods: list, info, runner: dict) -> list[float | None]:

@@ -51,7 +51,7 @@ import sys
 from common import REPO, provenance, write_results
 from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, machine_lines, run_tasks,
-                             tune_networks)
+                             source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import early_accuracy, headlines, network_rows, overall, summarize
 
@@ -153,6 +153,7 @@ def main() -> None:
     dates = sorted(r["date"] for r in runs if r.get("date"))
     doc = {**prov, "measured": [dates[0], dates[-1]] if dates else None,
            "platform": args.platform, "machines": machine_lines(runs + reports),
+           "trained_on": source_lines(runs),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
            "runs_done": len(runs), "runs_planned": planned,

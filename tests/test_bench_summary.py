@@ -334,3 +334,12 @@ def test_a_group_finished_on_another_platform_is_read_not_run_again(tmp_path, ca
     assert [(r["preset"], r["seed"], r["best_ms"]) for r in runs] == [
         ("xgb", 0, 2.0), ("meta-BO-T", 0, 2.0), ("xgb", 1, 4.0)]
     assert "done before on llvm-icelake-server" in capsys.readouterr().out
+
+
+def test_source_lines_name_what_each_transfer_was_trained_on():
+    runs = [dict(_run("meta-BO-T", 0, [[16, 1.0]]), checkpoint="checkpoints/a-super.ckpt"),
+            dict(_run("meta-RL-T", 0, [[16, 1.0]]), checkpoint="checkpoints/a-super.ckpt"),
+            dict(_run("xgb-Xfer", 0, [[16, 1.0]]), xfer_data="data/a/train"),
+            _run("xgb", 0, [[16, 1.0]])]
+    assert plan.source_lines(runs) == ["- `checkpoints/a-super.ckpt`: meta-BO-T, meta-RL-T",
+                                       "- `data/a/train`: xgb-Xfer"]

@@ -110,6 +110,9 @@ def markdown(doc: dict) -> str:
              *(["- measured on (each group, one task or network and seed with every "
                 "preset, on one machine; every ratio is taken within a group):",
                 *doc["machines"]] if doc.get("machines") else [f"- machine: {doc['machine']}"]),
+             *(["- what the transferring cost models were trained on (a CPU other than the "
+                "run's is a transfer across CPUs):", *doc["trained_on"]]
+               if doc.get("trained_on") else []),
              *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),
              f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "

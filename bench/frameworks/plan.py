@@ -55,6 +55,18 @@ def machine_lines(records: list[dict]) -> list[str]:
     return lines
 
 
+def source_lines(runs: list[dict]) -> list[str]:
+    """One markdown bullet per checkpoint or transfer dataset the task runs' cost models
+    were trained on, with the presets that used it (records from before 2026-12-01 do not
+    say)."""
+    used: dict[str, set[str]] = {}
+    for r in runs:
+        for key in ("checkpoint", "xfer_data"):
+            if r.get(key):
+                used.setdefault(r[key], set()).add(r["preset"])
+    return [f"- `{path}`: {', '.join(sorted(presets))}" for path, presets in used.items()]
+
+
 def _finished(path: str) -> dict | None:
     """The network run's report at ``path`` if that run finished (has a tuned latency)."""
     if not os.path.exists(path):
