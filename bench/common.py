@@ -164,6 +164,41 @@ def provenance(script: str) -> dict:
             "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}"}
 
 
+def cpu_tag(record: dict) -> str:
+    """The ``-mcpu`` of the record's target (``llvm -mcpu=rocketlake (2 cores)`` ->
+    ``rocketlake``): which of the page's machines ran it."""
+    for word in record["target"].split():
+        if word.startswith("-mcpu="):
+            return word[len("-mcpu="):]
+    return record["target"].split()[0]
+
+
+#: :func:`machine_lines`' warning when the records come from several machines.
+SEVERAL_MACHINES = ("- **Several machines**: compare latencies only within one run (one seed "
+                    "of one row); the ratios are each taken within their own run.")
+
+
+def machine_lines(records: list[dict], several: str = SEVERAL_MACHINES) -> list[str]:
+    """One markdown line per machine (CPU, flags, target, TVM / PyTorch threads) that the
+    records (a report's ``machine``, ``runtime`` and ``target``) were run on, named by its
+    ``-mcpu`` as the tables name it; one line counts the records that do not say (made
+    before they carried it), and ``several`` follows when there is more than one machine."""
+    known = [r for r in records
+             if isinstance(r.get("machine"), dict) and isinstance(r.get("runtime"), dict)]
+    machines = sorted({(cpu_tag(r), r["machine"]["cpu"],
+                        ",".join(r["machine"].get("cpu_flags", [])),
+                        r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
+                        f"{r['runtime']['torch_threads']} threads") for r in known})
+    lines = [f"- `{tag}`: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}."
+             for tag, cpu, flags, target, threads in machines]
+    if len(known) < len(records):
+        lines.append(f"- machine not recorded: {len(records) - len(known)} records (made "
+                     "before they carried it)")
+    if len(machines) > 1:
+        lines.append(several)
+    return lines
+
+
 def run_command(prov: dict) -> str:
     """The command that measures a resumable page's records: its ``--report-only`` dropped
     (that flag only rewrites the page from them)."""

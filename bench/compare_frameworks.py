@@ -48,10 +48,10 @@ import json
 import os
 import sys
 
-from common import REPO, provenance, write_results
+from common import REPO, machine_lines, provenance, write_results
 from frameworks.page import markdown
-from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, machine_lines, run_tasks,
-                             source_lines, tune_networks)
+from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, run_tasks, source_lines,
+                             tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import early_accuracy, headlines, network_rows, overall, summarize
 
@@ -152,7 +152,9 @@ def main() -> None:
     prov["command"] = prov["command"].replace(" --report-only", "")
     dates = sorted(r["date"] for r in runs if r.get("date"))
     doc = {**prov, "measured": [dates[0], dates[-1]] if dates else None,
-           "platform": args.platform, "machines": machine_lines(runs + reports),
+           "platform": args.platform, "machines": machine_lines(
+               runs + reports, several="- **several machines**: latencies compare only "
+               "within one machine; every ratio is taken within one group"),
            "trained_on": source_lines(runs),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,

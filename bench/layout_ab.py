@@ -36,9 +36,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import (REPO, geomean, median, provenance, run_command,  # noqa: E402
-                          write_results)
-from bench.pytorch_parity import load_record, machine_lines, run_stage, slug  # noqa: E402
+from bench.common import (REPO, geomean, machine_lines, median, provenance,  # noqa: E402
+                          run_command, write_results)
+from bench.pytorch_parity import load_record, run_stage, slug  # noqa: E402
 
 NETWORKS = ("torchvision.models:resnet34", "torchvision.models:mnasnet0_5",
             "torchvision.models:regnet_x_400mf")

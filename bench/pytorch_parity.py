@@ -29,7 +29,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REPO, median, provenance, run_command, write_results  # noqa: E402
+from bench.common import (REPO, cpu_tag, machine_lines, median, provenance,  # noqa: E402
+                          run_command, write_results)
 
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")
 SEEDS = (0, 1)
@@ -229,21 +230,6 @@ def task_sum(tasks: list[dict]) -> float | None:
     return sum(times) if times else None
 
 
-def machine_lines(records: list[dict]) -> list[str]:
-    """One line per machine (CPU, flags, target, threads) the stage records were run on,
-    named by its ``-mcpu`` as the tables name it."""
-    machines = sorted({(cpu_tag(r), r["machine"]["cpu"],
-                        ",".join(r["machine"].get("cpu_flags", [])),
-                        r["target"], f"TVM {r['runtime']['tvm_threads']} / PyTorch "
-                        f"{r['runtime']['torch_threads']} threads") for r in records})
-    lines = [f"- `{tag}`: {cpu} (flags: {flags or '?'}); target `{target}`; {threads}."
-             for tag, cpu, flags, target, threads in machines]
-    if len(machines) > 1:
-        lines.append("- **Several machines**: compare latencies only within one run (one "
-                     "seed of one row); the ratios are each taken within their own run.")
-    return lines
-
-
 def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                layouts: list[str]) -> None:
     """The page and JSON from the records of ``docs/bench/runs/parity/<layout>/``."""
@@ -363,15 +349,6 @@ def page_selection(networks: list[str], seeds: list[int], budgets: list[int],
     return (list(dict.fromkeys([*NETWORKS, *networks, *(n for n, _, _ in found)])),
             sorted({*SEEDS, *seeds, *(s for _, s, _ in found)}),
             sorted({*BUDGETS, *budgets, *(b for _, _, b in found)}), layouts)
-
-
-def cpu_tag(record: dict) -> str:
-    """The ``-mcpu`` of the record's target (``llvm -mcpu=rocketlake (2 cores)`` ->
-    ``rocketlake``): which of the page's machines ran it."""
-    for word in record["target"].split():
-        if word.startswith("-mcpu="):
-            return word[len("-mcpu="):]
-    return record["target"].split()[0]
 
 
 def _timed(record: dict) -> str:

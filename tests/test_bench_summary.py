@@ -278,32 +278,17 @@ def test_each_platform_has_its_own_runs_dir(monkeypatch):
 
 
 def test_machine_lines_name_each_machine_and_warn_when_several():
+    from common import machine_lines
+
     run = {"machine": {"cpu": "AMD EPYC", "cpu_flags": ["avx2", "fma"]},
            "runtime": {"tvm_threads": 2, "torch_threads": 2}, "target": "llvm -mcpu=znver4"}
-    assert plan.machine_lines([run, run]) == [
-        "- AMD EPYC (flags: avx2,fma); target `llvm -mcpu=znver4`; TVM 2 / PyTorch 2 "
-        "threads: 2 runs"]
-    lines = plan.machine_lines([run, {"preset": "xgb"}])
-    assert "not recorded" in lines[1] and "several machines" in lines[2]
-
-
-def test_comparisons_pair_each_seed_with_xgb_so_machines_can_be_pooled():
-    # seed 0 ran on a machine twice as fast as seed 1's: each seed's ratio counts
-    runs = [_run("xgb", 0, [[16, 2.0], [32, 1.0]]), _run("xgb", 1, [[16, 4.0], [32, 2.0]]),
-            _run("xgb-Xfer", 0, [[16, 2.0], [32, 0.8]]),
-            _run("xgb-Xfer", 1, [[16, 4.0], [32, 1.7]]),
-            _run("meta-BO-T", 0, [[16, 1.5], [32, 0.9]]),
-            _run("meta-BO-T", 1, [[16, 1.9], [32, 1.8]])]
-    s = stats.summarize(runs, ["xgb", "xgb-Xfer", "meta-BO-T"], 32, 16)["net/t"]
-    assert s["meta-BO-T"]["final_over_xgb_per_seed"] == {0: 0.9, 1: 0.9}
-    assert s["meta-BO-T"]["trials_to_xgb_best"] == [32, 16]  # each seed's own xgb best
-    assert stats.paired_ratio(s["meta-BO-T"], s["xgb-Xfer"]) == pytest.approx(
-        (0.9 / 0.8 + 0.9 / 0.85) / 2)
-    (head,) = [h for h in stats.headlines({"net/t": s}) if h["against"] == "xgb"]
-    assert head["kernels_pct"] == pytest.approx(100 * (1 / 0.9 - 1))
-    assert page.losses({"presets": ["xgb", "xgb-Xfer", "meta-BO-T"],
-                        "summary": {"net/t": s}})[0].startswith("- net/t, final best: meta-BO-T "
-                                                                "is behind xgb-Xfer (1.092x")
+    assert machine_lines([run, run]) == [
+        "- `znver4`: AMD EPYC (flags: avx2,fma); target `llvm -mcpu=znver4`; TVM 2 / PyTorch 2 "
+        "threads."]
+    lines = machine_lines([run, {"preset": "xgb"}])
+    assert lines[1] == "- machine not recorded: 1 records (made before they carried it)"
+    other = dict(run, target="llvm -mcpu=icelake-server")
+    assert machine_lines([run, other], several="- several")[-1] == "- several"
 
 
 def test_a_group_finished_on_another_platform_is_read_not_run_again(tmp_path, capsys):

@@ -32,29 +32,6 @@ def this_platform() -> str:
     return platform_id(resolve_target("llvm").target)
 
 
-def machine_lines(records: list[dict]) -> list[str]:
-    """One markdown bullet per machine (CPU, vector flags, target, TVM / PyTorch threads)
-    that the task runs' records and network reports were measured on; records made before
-    they carried it are counted as such."""
-    seen: dict[tuple, int] = {}
-    for r in records:
-        m, rt = r.get("machine"), r.get("runtime")
-        if not isinstance(m, dict) or not isinstance(rt, dict):
-            key: tuple = ("(not recorded)",)
-        else:
-            key = (m.get("cpu"), ",".join(m.get("cpu_flags", [])) or "?", r.get("target"),
-                   f"TVM {rt.get('tvm_threads')} / PyTorch {rt.get('torch_threads')} threads")
-        seen[key] = seen.get(key, 0) + 1
-    lines = []
-    for key, n in seen.items():
-        where = (f"{key[0]} (flags: {key[1]}); target `{key[2]}`; {key[3]}" if len(key) > 1
-                 else "machine not recorded (runs made before 2026-12-01)")
-        lines.append(f"- {where}: {n} run{'s' if n > 1 else ''}")
-    if len(seen) > 1:
-        lines.append("- **several machines**: latencies compare only within one machine")
-    return lines
-
-
 def source_lines(runs: list[dict]) -> list[str]:
     """One markdown bullet per checkpoint or transfer dataset the task runs' cost models
     were trained on, with the presets that used it (records from before 2026-12-01 do not
