@@ -75,12 +75,13 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         ``preset``, ``seed``, ``task``, ``best_ms``, ``tuning_seconds``, ``trials``,
         ``rounds`` (``rounds.jsonl`` rows), ``curve`` (``[trial, best ms so far]``), and
         where it ran: ``platform`` (e.g. ``llvm-znver4``), ``target`` (its description),
-        ``machine`` (:func:`metatune.provenance.machine_info`) and ``runtime`` (TVM and
-        PyTorch threads, :func:`tuner.engine.runtime.runtime_info`); and what the cost model
+        ``machine`` (:func:`metatune.provenance.machine_info`), ``runtime`` (TVM and
+        PyTorch threads, :func:`tuner.engine.runtime.runtime_info`) and ``code`` (the git
+        commit, :func:`metatune.provenance.code_version`); and what the cost model
         was trained on: ``checkpoint`` (MetaTune presets) or ``xfer_data`` (xgb-Xfer).
     """
     sys.path.insert(0, REPO)
-    from metatune.provenance import machine_info
+    from metatune.provenance import code_version, machine_info
     from tuner.engine.networks import load_network
     from tuner.engine.platforms import platform_id
     from tuner.engine.runtime import runtime_info
@@ -108,6 +109,7 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve,
             "platform": platform_id(info.target), "target": info.description,
             "machine": machine_info(), "runtime": runtime_info(info.num_cores),
+            "code": code_version(),
             **{k: os.path.relpath(v, REPO) for k, v in sources.items() if v}}
 
 

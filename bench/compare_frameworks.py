@@ -50,8 +50,8 @@ import sys
 
 from common import REPO, machine_lines, provenance, write_results
 from frameworks.page import markdown
-from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, run_tasks, source_lines,
-                             tune_networks)
+from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, run_tasks,
+                             source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import early_accuracy, headlines, network_rows, overall, summarize
 
@@ -155,7 +155,7 @@ def main() -> None:
            "platform": args.platform, "machines": machine_lines(
                runs + reports, several="- **several machines**: latencies compare only "
                "within one machine; every ratio is taken within one group"),
-           "trained_on": source_lines(runs),
+           "trained_on": source_lines(runs), "code": code_lines(runs),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
            "runs_done": len(runs), "runs_planned": planned,

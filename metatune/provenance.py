@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import subprocess
 from typing import Any
 
 
@@ -44,3 +45,22 @@ def simd_flags() -> list[str]:
         return []
     have = set(line.split(":", 1)[-1].split())
     return [flag for flag in SIMD_FLAGS if flag in have]
+
+
+def code_version(repo: str | None = None) -> str | None:
+    """The git commit of the code that ran (``<sha>``, ``<sha>-dirty`` when tracked files of
+    the checkout differ from it), or ``None`` outside a git checkout.
+
+    Args:
+        repo: The checkout (default: the one this package lives in).
+    """
+    repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        sha = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}-dirty" if dirty else sha

@@ -328,3 +328,21 @@ def test_source_lines_name_what_each_transfer_was_trained_on():
             _run("xgb", 0, [[16, 1.0]])]
     assert plan.source_lines(runs) == ["- `checkpoints/a-super.ckpt`: meta-BO-T, meta-RL-T",
                                        "- `data/a/train`: xgb-Xfer"]
+
+
+def test_code_lines_count_the_runs_of_each_commit():
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    runs = [dict(_run("xgb", 0, [[16, 1.0]]), code=sha),
+            dict(_run("RL", 0, [[16, 1.0]]), code=sha),
+            dict(_run("xgb", 1, [[16, 1.0]]), code=sha + "-dirty"),
+            _run("RL", 1, [[16, 1.0]])]
+    assert plan.code_lines(runs) == ["- `0123456789ab`: 2 runs", "- `0123456789ab-dirty`: 1 run",
+                                     "- not recorded: 1 run"]
+
+
+def test_code_version_names_this_checkout_and_none_outside_git(tmp_path):
+    from metatune.provenance import code_version
+
+    here = code_version()
+    assert here is None or len(here.split("-")[0]) == 40
+    assert code_version(str(tmp_path)) is None

@@ -44,6 +44,20 @@ def source_lines(runs: list[dict]) -> list[str]:
     return [f"- `{path}`: {', '.join(sorted(presets))}" for path, presets in used.items()]
 
 
+def code_lines(runs: list[dict]) -> list[str]:
+    """One markdown bullet per code version (git commit) the runs were measured with, with
+    how many runs each: groups measured with different code are pooled, so the page says
+    which (records from before 2026-12-02 do not say)."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        code = r.get("code")
+        key = "not recorded"
+        if code:
+            key = f"`{code[:12]}{'-dirty' if code.endswith('-dirty') else ''}`"
+        counts[key] = counts.get(key, 0) + 1
+    return [f"- {key}: {n} run{'' if n == 1 else 's'}" for key, n in counts.items()]
+
+
 def _finished(path: str) -> dict | None:
     """The network run's report at ``path`` if that run finished (has a tuned latency)."""
     if not os.path.exists(path):
