@@ -22,6 +22,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -73,6 +74,12 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gp-embed", action="store_true",
                    help="also score each checkpoint followed by a GP over its embeddings "
                         "(NAME+gp-embed; an experiment)")
+    p.add_argument("--ridge", action="store_true",
+                   help="also score each checkpoint plus a task-local ridge regression over "
+                        "knob vectors on its residuals (NAME+ridge), and XGBoost on the knob "
+                        "vectors from scratch (xgb-knobs); experiments")
+    p.add_argument("--ridge-lam", type=float, nargs="+", default=[100.0],
+                   help="--ridge's penalty; several: one method each (NAME+ridge-<lam>)")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")
@@ -188,8 +195,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint
-    from tuner.app.accuracy import (GPMethod, MetaTuneMethod, XGBMethod, evaluate,
-                                    load_eval_workloads, summarize)
+    from tuner.app.accuracy import (GPMethod, KnobXGBMethod, MetaTuneMethod, RidgeMethod,
+                                    XGBMethod, evaluate, load_eval_workloads, summarize)
     from metatune.provenance import simd_flags
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.runtime import runtime_info
@@ -248,6 +255,16 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
             notes[f"{name}+gp"] = (f"`{name}` adapted, then the batch BO search's GP over "
                                    "knob vectors with its prediction as prior mean, fitted "
                                    "on the k samples: how the tuner ranks candidates")
+    if args.ridge:
+        for name, lam in itertools.product(list(models), args.ridge_lam):
+            key = f"{name}+ridge" + (f"-{lam:g}" if len(args.ridge_lam) > 1 else "")
+            methods[key] = RidgeMethod(methods[name], lam=lam)
+            notes[key] = (f"`{name}` adapted, shifted to the support mean, plus a ridge "
+                          f"regression (penalty {lam:g}) over standardized knob vectors fitted "
+                          "on its residuals on the k samples (experiment)")
+        methods["xgb-knobs"] = KnobXGBMethod()
+        notes["xgb-knobs"] = ("XGBoost (50 rounds, depth 3) on the knob vectors, from scratch "
+                              "on the k samples (experiment; random at k=0)")
     if not args.no_xgb:
         base = base_booster(os.path.join(args.train_data or args.data, "train"), info.target,
                             info.num_cores, args.cache_dir)

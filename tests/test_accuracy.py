@@ -51,6 +51,40 @@ def test_evaluate_and_summarize():
     assert s["oracle"]["0"]["top5_recall"]["median"] == 1.0
 
 
+class _FixedPrior:
+    """A stand-in for an adapted checkpoint: fixed scores, the candidates' embeddings."""
+
+    class inner:  # noqa: N801 - mirrors MetaTuneMethod.inner
+        head_only = True
+
+    def __init__(self, prior, embed):
+        self.prior, self.embed = prior, embed
+
+    def adapted_scores(self, w, support, query):
+        return self.prior[support], self.prior[query]
+
+    def workload_inputs(self, w):
+        import torch
+
+        return torch.as_tensor(self.embed)
+
+
+def test_ridge_keeps_the_prior_with_few_samples_and_learns_a_linear_residual():
+    from tuner.app.accuracy import RidgeMethod
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 3))
+    prior = 0.01 * rng.normal(size=64)  # uninformative, nearly flat scores
+    seconds = 1.0 / (2.0 + 0.3 * x[:, 0])  # throughput linear in the first feature
+    w = EvalWorkload("w", None, [], seconds)
+    base = _FixedPrior(prior, x)
+    query, few, many = np.arange(32), np.arange(32, 34), np.arange(32, 64)
+    assert np.array_equal(RidgeMethod(base, "embed").scores(w, few, query, 0), prior[query])
+    target = relative_targets(seconds, many)[query]
+    pred = RidgeMethod(base, "embed", lam=1.0).scores(w, many, query, 0)
+    assert np.corrcoef(pred, target)[0, 1] > 0.9
+
+
 def test_autotvm_discount():
     assert _discount(0) == 1.0 and _discount(64) == pytest.approx(0.5)
     assert _discount(300) < 0.05  # the base model is dropped after ~277 samples

@@ -10,6 +10,9 @@ method fits on the support set and scores the query set:
   fine-tunes it online;
 - ``NAME+gp``: a checkpoint followed by the batch BO search's GP, as the tuner ranks
   (:class:`GPMethod`);
+- ``NAME+ridge``: a checkpoint plus a task-local ridge regression on its residuals
+  (:class:`RidgeMethod`), and ``xgb-knobs``, XGBoost on the knob vectors from scratch
+  (:class:`KnobXGBMethod`): experiments on how much a task's own samples add;
 - ``xgb``: MetaSchedule's ``XGBModel`` trained from scratch on the support set (at k = 0 it
   has no data and, like MetaSchedule, scores at random);
 - ``xgb-Xfer``: :class:`tuner.models.xgb_transfer.XferXGBModel`, pre-trained on the training split
@@ -170,6 +173,22 @@ class MetaTuneMethod:
         return self.adapted_scores(w, support, query)[1]
 
 
+def feature_matrix(base: MetaTuneMethod, w: EvalWorkload, features: str) -> np.ndarray:
+    """Every candidate of ``w`` as a vector: an ``n x d`` array of ``knobs`` (the tuner's
+    knob vectors, :mod:`tuner.search.knobs`) or ``embed`` (``base``'s graph embeddings,
+    standardized over the workload's candidates)."""
+    if features == "embed":
+        return _standardized(base.workload_inputs(w).double().numpy())
+    from tuner.search.knobs import KnobSpace
+
+    return KnobSpace().matrix(w.candidates)
+
+
+def _standardized(x: np.ndarray) -> np.ndarray:
+    """Columns of ``x`` (``n x d``) to zero mean and unit variance (constant ones stay 0)."""
+    return (x - x.mean(0)) / np.maximum(x.std(0), 1e-9)
+
+
 class GPMethod:
     """A MetaTune method followed by the batch BO search's Gaussian process, as the tuner
     ranks candidates: the GP over knob vectors (:mod:`tuner.search.knobs`) whose prior
@@ -195,13 +214,7 @@ class GPMethod:
     def _feature_matrix(self, w: EvalWorkload) -> np.ndarray:
         """The GP's inputs for every candidate of ``w``: an ``n x d`` array."""
         if w.name not in self._features:
-            if self.features == "embed":
-                e = self.base.workload_inputs(w).double().numpy()
-                self._features[w.name] = (e - e.mean(0)) / np.maximum(e.std(0), 1e-9)
-            else:
-                from tuner.search.knobs import KnobSpace
-
-                self._features[w.name] = KnobSpace().matrix(w.candidates)
+            self._features[w.name] = feature_matrix(self.base, w, self.features)
         return self._features[w.name]
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
@@ -215,6 +228,74 @@ class GPMethod:
         y = relative_targets(w.seconds, support)[support]
         return posterior_mean(x[query], query_prior, x[support], support_prior, y,
                               device=torch.device("cpu"))
+
+
+class RidgeMethod:
+    """A MetaTune method followed by a task-local ridge regression on what it misses (an
+    experiment, after R2-D2's closed-form heads, Bertinetto et al. 2019): the adapted
+    prediction shifted to the support set's mean target (its scale kept, so that few
+    samples cannot invert its ranking), plus a ridge regression over the candidates'
+    standardized features fitted to the support set's residuals.
+
+    Args:
+        base: The adapted model.
+        features: ``knobs`` (the tuner's knob vectors) or ``embed`` (the model's graph
+            embeddings; head-only checkpoints).
+        lam: The ridge penalty (in units of standardized features; large keeps the
+            model's ranking until many samples disagree with it).
+    """
+
+    def __init__(self, base: MetaTuneMethod, features: str = "knobs", lam: float = 100.0) -> None:
+        if features == "embed" and not base.inner.head_only:
+            raise ValueError("ridge features 'embed' need a checkpoint that adapts the head "
+                             "only (its embeddings do not change while it adapts)")
+        self.base, self.features, self.lam = base, features, float(lam)
+        self._features: dict[str, np.ndarray] = {}
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        support_prior, query_prior = self.base.adapted_scores(w, support, query)
+        if len(support) < 3:
+            return query_prior
+        y = relative_targets(w.seconds, support)[support]
+        shift = float(y.mean() - support_prior.mean())
+        if w.name not in self._features:
+            self._features[w.name] = _standardized(feature_matrix(self.base, w, self.features))
+        x = self._features[w.name]
+        xs, residual = x[support], y - support_prior - shift
+        beta = np.linalg.solve(xs.T @ xs + self.lam * np.eye(x.shape[1]), xs.T @ residual)
+        return query_prior + shift + x[query] @ beta
+
+
+class KnobXGBMethod:
+    """XGBoost regression from scratch on the k samples' knob vectors (an experiment: how
+    much a task-local model learns from the tuner's own coordinates; random at k < 3).
+
+    Args:
+        rounds: Boosting rounds.
+        depth: Tree depth.
+    """
+
+    def __init__(self, rounds: int = 50, depth: int = 3) -> None:
+        self.rounds, self.depth = int(rounds), int(depth)
+        self._features: dict[str, np.ndarray] = {}
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        import xgboost as xgb
+
+        if len(support) < 3:
+            return np.random.default_rng(seed).uniform(size=len(query))
+        if w.name not in self._features:
+            from tuner.search.knobs import KnobSpace
+
+            self._features[w.name] = KnobSpace().matrix(w.candidates)
+        x = self._features[w.name]
+        y = relative_targets(w.seconds, support)[support]
+        booster = xgb.train({"max_depth": self.depth, "eta": 0.3, "nthread": 1,
+                             "objective": "reg:squarederror", "verbosity": 0},
+                            xgb.DMatrix(x[support], label=y), self.rounds)
+        return booster.predict(xgb.DMatrix(x[query])).astype(float)
 
 
 class XGBMethod:
