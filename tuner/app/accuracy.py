@@ -253,6 +253,8 @@ class RidgeMethod:
     """
 
     def __init__(self, base: MetaTuneMethod, features: str = "knobs", lam: float = 100.0) -> None:
+        if features not in ("knobs", "embed"):
+            raise ValueError(f"ridge features {features!r}: choose knobs or embed")
         if features == "embed" and not base.inner.head_only:
             raise ValueError("ridge features 'embed' need a checkpoint that adapts the head "
                              "only (its embeddings do not change while it adapts)")
