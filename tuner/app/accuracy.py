@@ -180,7 +180,8 @@ class MetaTuneMethod:
         return self.adapted_scores(w, support, query)[1]
 
 
-def feature_matrix(base: MetaTuneMethod, w: EvalWorkload, features: str) -> np.ndarray:
+def feature_matrix(w: EvalWorkload, features: str,
+                   base: MetaTuneMethod | None = None) -> np.ndarray:
     """Every candidate of ``w`` as a vector: an ``n x d`` array of ``knobs`` (the tuner's
     knob vectors, :mod:`tuner.search.knobs`) or ``embed`` (``base``'s graph embeddings,
     standardized over the workload's candidates)."""
@@ -221,7 +222,7 @@ class GPMethod:
     def _feature_matrix(self, w: EvalWorkload) -> np.ndarray:
         """The GP's inputs for every candidate of ``w``: an ``n x d`` array."""
         if w.name not in self._features:
-            self._features[w.name] = feature_matrix(self.base, w, self.features)
+            self._features[w.name] = feature_matrix(w, self.features, self.base)
         return self._features[w.name]
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
@@ -269,7 +270,7 @@ class RidgeMethod:
         y = relative_targets(w.seconds, support)[support]
         shift = float(y.mean() - support_prior.mean())
         if w.name not in self._features:
-            self._features[w.name] = _standardized(feature_matrix(self.base, w, self.features))
+            self._features[w.name] = _standardized(feature_matrix(w, self.features, self.base))
         x = self._features[w.name]
         xs, residual = x[support], y - support_prior - shift
         beta = np.linalg.solve(xs.T @ xs + self.lam * np.eye(x.shape[1]), xs.T @ residual)
@@ -296,9 +297,7 @@ class KnobXGBMethod:
         if len(support) < 3:
             return np.random.default_rng(seed).uniform(size=len(query))
         if w.name not in self._features:
-            from tuner.search.knobs import KnobSpace
-
-            self._features[w.name] = KnobSpace().matrix(w.candidates)
+            self._features[w.name] = feature_matrix(w, "knobs")
         x = self._features[w.name]
         y = relative_targets(w.seconds, support)[support]
         booster = xgb.train({"max_depth": self.depth, "eta": 0.3, "nthread": 1,
