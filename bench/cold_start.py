@@ -85,7 +85,7 @@ def workload_task(name: str):
 
 def run_one(name: str, overrides: list[str], seed: int, trials: int) -> dict:
     """One round of ``trials`` trials on workload ``name``; its best and search seconds."""
-    outcome, rounds, _ = tune_tasks([workload_task(name)], [
+    outcome, rounds, _, _ = tune_tasks([workload_task(name)], [
         *overrides, f"trials={trials}", f"trials_per_round={trials}", f"seed={seed}"],
         prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],

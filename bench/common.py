@@ -10,11 +10,21 @@ import shutil
 import statistics
 import sys
 import tempfile
+from typing import Any, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
+class Tuned(NamedTuple):
+    """What :func:`tune_tasks` returns."""
+
+    outcome: Any  #: the :class:`tuner.app.tuning.TuningOutcome`
+    rounds: list[dict]  #: ``rounds.jsonl`` rows (none when no round ran)
+    curves: list[dict]  #: ``curves.jsonl`` rows
+    cfg: Any  #: the :class:`tuner.app.config.TuneConfig` that tuned, model sources named
+
+
+def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-") -> Tuned:
     """Tune ``tasks`` on the local CPU with ``tune.py``'s own loop (:func:`tuner.app.tuning.tune`)
     in a fresh temporary work dir, removed afterwards (kept if tuning raises).
 
@@ -24,12 +34,13 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
         prefix: Prefix of the temporary work dir's name.
 
     Returns:
-        ``(outcome, rounds, curves)``: the :class:`tuner.app.tuning.TuningOutcome`, the work
-        dir's ``rounds.jsonl`` rows (none when no round ran) and its ``curves.jsonl`` rows.
+        The outcome, the work dir's rounds and curves, and the configuration with the
+        checkpoint and xgb-Xfer data it used named (:func:`with_model_sources`).
     """
     from tvm.s_tir import meta_schedule as ms
 
     from tuner.app.config import load_tune_config
+    from tuner.app.preflight import with_model_sources
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.app.monitor import read_curves
     from tuner.engine.targets import resolve_target
@@ -38,9 +49,9 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
     work_dir = tempfile.mkdtemp(prefix=prefix)
-    cfg = load_tune_config(overrides=[
+    cfg = with_model_sources(load_tune_config(overrides=[
         f"work_dir={work_dir}", "progress=false", "tensorboard=false", "log_level=WARNING",
-        *overrides])
+        *overrides]), info)
     try:
         outcome = tune(tasks, target_info=info, cfg=cfg, work_dir=work_dir,
                        database=ms.database.JSONDatabase(work_dir=work_dir))
@@ -55,7 +66,7 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-"):
             rounds = [json.loads(line) for line in f]
     curves = read_curves(work_dir)
     shutil.rmtree(work_dir, ignore_errors=True)
-    return outcome, rounds, curves
+    return Tuned(outcome, rounds, curves, cfg)
 
 
 def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: int,
@@ -94,14 +105,10 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
     if not matching:
         raise SystemExit(f"{network} has no task {task_name!r}; its tasks: "
                          + ", ".join(t.name for t in tasks))
-    outcome, rounds, curves = tune_tasks(matching, [
+    outcome, rounds, curves, cfg = tune_tasks(matching, [
         f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
         *overrides], prefix=f"bench-{preset}-")
     curve = [[c["trial"], c["task_best_ms"]] for c in curves]
-    from tuner.app.config import load_tune_config
-    from tuner.app.preflight import with_model_sources
-
-    cfg = with_model_sources(load_tune_config(overrides=[f"preset={preset}", *overrides]), info)
     sources = {"checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
                "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
     return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",

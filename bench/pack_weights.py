@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         for i, _ in enumerate(arms[other]):
             for arm in (base, other):
                 t = arms[arm][i]
-                outcome, _, _ = tune_tasks([t], ["preset=meta-BO-T", f"trials={args.trials}",
-                                                 "trials_per_round=16", f"seed={seed}"],
-                                           prefix="bench-pack-")
+                outcome, *_ = tune_tasks([t], ["preset=meta-BO-T", f"trials={args.trials}",
+                                               "trials_per_round=16", f"seed={seed}"],
+                                         prefix="bench-pack-")
                 rows.append({"pair": i, "task": t.name, "arm": arm, "seed": seed,
                              "flops": t.flops,
                              "best_ms": outcome.best_ms[0],

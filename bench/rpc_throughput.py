@@ -37,7 +37,7 @@ def _parse() -> argparse.Namespace:
 
 def run_one(task, runner: list[str], *, trials: int, batch: int, seed: int) -> dict:
     """Tune ``task`` with one runner setting; trials, seconds and trials per minute."""
-    outcome, _, _ = tune_tasks([task], [
+    outcome, *_ = tune_tasks([task], [
         "cost_model=random", "search=replay", f"trials={trials}", f"trials_per_round={batch}",
         f"seed={seed}", "runner.min_repeat_ms=50", *runner], prefix="bench-rpc-")
     return {"trials": outcome.trials_run, "seconds": round(outcome.tuning_seconds, 2),

@@ -67,8 +67,8 @@ def run_network(network: str, seed: int) -> dict:
                    RUNNER)
     rows = []
     for t, d, z in zip(tasks, default, zero):
-        outcome, _, _ = tune_tasks([t], ["preset=meta-BO-T", "trials=16", "trials_per_round=16",
-                                         f"seed={seed}"], prefix="bench-zero-shot-")
+        outcome, *_ = tune_tasks([t], ["preset=meta-BO-T", "trials=16", "trials_per_round=16",
+                                       f"seed={seed}"], prefix="bench-zero-shot-")
         best = outcome.best_ms[0]
         rows.append({"task": t.name, "kind": task_kind(t.name), "flops": t.flops,
                      "weight": t.weight, "default_ms": None if d is None else d * 1e3,

@@ -86,10 +86,8 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
     wanted = set(order)
     found: dict[str, EvalWorkload] = {}
     secs: dict[str, list[float]] = {}
-    for item in iter_replayed(split_dir):
+    for item in iter_replayed(split_dir, wanted):
         name = item.info["name"]
-        if name not in wanted:
-            continue
         w = found.setdefault(name, EvalWorkload(name, item.workload.mod, [], np.zeros(0),
                                                 {m: [] for m in modes}))
         w.candidates.append(as_candidate(item.sch))
