@@ -53,7 +53,8 @@ from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, run_tasks,
                              source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
-from frameworks.stats import early_accuracy, headlines, network_rows, overall, summarize
+from frameworks.stats import (complete_groups, early_accuracy, headlines, network_rows,
+                              overall, summarize)
 
 
 def _parse() -> argparse.Namespace:
@@ -141,7 +142,8 @@ def main() -> None:
     sys.path.insert(0, REPO)
     os.chdir(REPO)
     _place(args)
-    runs, planned = run_tasks(args, os.path.abspath(__file__))
+    measured, planned = run_tasks(args, os.path.abspath(__file__))
+    runs, partial = complete_groups(measured, args.presets)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
     early = early_accuracy(summary, args.presets)
@@ -150,15 +152,15 @@ def main() -> None:
     prov = provenance("compare_frameworks.py")
     # The page's command is the one that measures (and resumes); --report-only only rewrites it.
     prov["command"] = prov["command"].replace(" --report-only", "")
-    dates = sorted(r["date"] for r in runs if r.get("date"))
+    dates = sorted(r["date"] for r in measured if r.get("date"))
     doc = {**prov, "measured": [dates[0], dates[-1]] if dates else None,
            "platform": args.platform, "machines": machine_lines(
-               runs + reports, several="- **several machines**: latencies compare only "
+               measured + reports, several="- **several machines**: latencies compare only "
                "within one machine; every ratio is taken within one group"),
-           "trained_on": source_lines(runs), "code": code_lines(runs),
+           "trained_on": source_lines(measured), "code": code_lines(measured),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
-           "runs_done": len(runs), "runs_planned": planned,
+           "runs_done": len(measured), "runs_planned": planned, "partial_groups": partial,
            "overall": overall(summary, args.presets), "early_accuracy": early,
            "headlines": headlines(summary, networks),
            "summary": summary, "png": plot(summary, args.out),

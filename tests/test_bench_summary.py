@@ -346,3 +346,18 @@ def test_code_version_names_this_checkout_and_none_outside_git(tmp_path):
     here = code_version()
     assert here is None or len(here.split("-")[0]) == 40
     assert code_version(str(tmp_path)) is None
+
+
+def test_incomplete_groups_are_left_out_and_listed():
+    runs = [_run("xgb", 0, [[16, 4.0]]), _run("meta-BO-T", 0, [[16, 3.0]]),
+            _run("xgb", 1, [[16, 5.0]])]  # seed 1: xgb alone (the group under way)
+    complete, partial = stats.complete_groups(runs, ["xgb", "meta-BO-T"])
+    assert [r["seed"] for r in complete] == [0, 0]
+    assert partial == ["net/t seed 1 (1 of 2 presets)"]
+    overall = stats.overall(stats.summarize(complete, ["xgb", "meta-BO-T"], 16, 16),
+                            ["xgb", "meta-BO-T"])
+    assert overall["xgb"]["runs"] == 1  # xgb's lone seed-1 run is not counted
+    text = page.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
+                          "batch": 16, "seeds": [0, 1], "summary": {}, "png": {},
+                          "overall": {}, "early_accuracy": {}, "partial_groups": partial})
+    assert "net/t seed 1 (1 of 2 presets)" in text

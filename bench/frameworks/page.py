@@ -132,6 +132,9 @@ def markdown(doc: dict) -> str:
         lines.append(f"- **partial**: {doc['runs_done']} of the {doc['runs_planned']} planned "
                      "task runs are done (rerun the command to resume); medians are over the "
                      "seeds done so far")
+    if doc.get("partial_groups"):
+        lines.append("- incomplete groups, left out of every figure until each preset has "
+                     f"run: {'; '.join(doc['partial_groups'])}")
     if doc.get("network_runs_done", 0) < doc.get("networks_planned", 0):
         lines.append(f"- **partial**: {doc['network_runs_done']} of the "
                      f"{doc['networks_planned']} planned network runs are done (rerun the "

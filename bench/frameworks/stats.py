@@ -65,6 +65,33 @@ def equal_time_budgets(runs: list[dict]) -> dict[int, float]:
     return {seed: min(v.values()) for seed, v in ends.items() if set(v) == presets}
 
 
+def complete_groups(runs: list[dict], presets: list[str]) -> tuple[list[dict], list[str]]:
+    """Split the runs into those of complete groups (one task and seed with a run of every
+    preset) and a label per incomplete one.
+
+    A ratio is only fair within a group, and a group is only comparable with the others
+    once every preset has run: an incomplete group (the one under way, or one begun on a
+    machine that went away) would pair xgb with itself alone, so it is left out of every
+    statistic and listed instead.
+
+    Args:
+        runs: Task run records (``task``, ``seed``, ``preset``).
+        presets: The presets a group needs.
+
+    Returns:
+        ``(complete, partial)``: the runs of complete groups, in their order, and one
+        ``"task seed N (k of n presets)"`` label per incomplete group.
+    """
+    done: dict[tuple[str, int], set[str]] = {}
+    for r in runs:
+        done.setdefault((r["task"], r["seed"]), set()).add(r["preset"])
+    need = set(presets)
+    complete = [r for r in runs if need <= done[(r["task"], r["seed"])]]
+    partial = [f"{task} seed {seed} ({len(have & need)} of {len(need)} presets)"
+               for (task, seed), have in done.items() if not need <= have]
+    return complete, partial
+
+
 def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> dict:
     """Per task and preset: final bests, curves, trials to xgb's best, bests at equal
     tuning time, accuracy.
