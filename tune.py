@@ -17,6 +17,7 @@ FLAGS = {
     "network": "network", "onnx": "onnx", "model": "model", "input_shape": "input_shape",
     "batch": "batch", "target": "target", "num_cores": "num_cores", "trials": "trials",
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
+    "rounds_per_task": "rounds_per_task",
     "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search",
     "work_dir": "work_dir", "runner": "runner.kind",
     "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
@@ -65,6 +66,9 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--trials", type=int, help="measured trials in total (database counts)")
     p.add_argument("--trials-per-task", type=int)
     p.add_argument("--trials-per-round", type=int)
+    p.add_argument("--rounds-per-task", type=int,
+                   help="the budget as rounds of every task (instead of --trials): "
+                        "rounds x trials-per-round x the network's tasks")
     p.add_argument("--seed", type=int)
     p.add_argument("--preset", help="the paper's frameworks: xgb | xgb-Xfer | RL | meta-BO | "
                    "meta-BO-T | meta-RL | meta-RL-T (any case)")
@@ -85,6 +89,10 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
                           "give one network: --network, --onnx or --model")
     if args.onnx and args.model:
         raise ConfigError("--onnx with --model: give one network: --network, --onnx or --model")
+    if args.rounds_per_task is not None and (args.trials or args.trials_per_task):
+        raise ConfigError(f"--rounds-per-task {args.rounds_per_task} with --trials"
+                          f"{'-per-task' if args.trials_per_task else ''}: give one budget "
+                          "(--rounds-per-task sets both from the network's tasks)")
     dotlist = []
     for flag, key in FLAGS.items():
         value = getattr(args, flag)

@@ -37,7 +37,7 @@ Usage:
     python bench/compare_frameworks.py --quick          # about 15 minutes
     python bench/compare_frameworks.py                  # a few hours; resumable
     python bench/compare_frameworks.py --networks alexnet resnet-18 squeezenet vgg-16 \
-        --network-trials 256                            # and the networks end to end
+        --network-rounds 3                              # and the networks end to end
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ import sys
 
 from common import REPO, machine_lines, provenance, write_results
 from frameworks.page import markdown
-from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, run_tasks,
-                             source_lines, tune_networks)
+from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
+                             run_tasks, source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import (complete_groups, early_accuracy, headlines, network_rows,
                               overall, summarize)
@@ -69,6 +69,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--networks", nargs="*", default=[],
                    help="also tune these whole networks with every preset (end to end)")
     p.add_argument("--network-trials", type=int, default=512)
+    p.add_argument("--network-rounds", type=int,
+                   help="the network runs' budget as rounds of every task instead of "
+                        "--network-trials (tune.py --rounds-per-task)")
     p.add_argument("--network-seeds", type=int, nargs="+",
                    help="seeds of the network runs (default: the first of --seeds)")
     p.add_argument("--platform",
@@ -167,6 +170,7 @@ def main() -> None:
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,
            "network_runs_done": len(reports), "network_seeds": args.network_seeds,
+           "network_budget": network_budget(args)[0] if args.networks else None,
            "networks_planned": len(args.networks) * len(args.presets) * len(args.network_seeds)}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 

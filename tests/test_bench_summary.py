@@ -111,6 +111,9 @@ def test_network_seeds_have_their_own_records_and_rows_take_medians(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
     assert plan.network_run_name("alexnet", "xgb", 8, 0) == "net-alexnet-xgb-t8"
+    assert plan.network_run_name("alexnet", "xgb", 8, 1, rounds=3) == "net-alexnet-xgb-r3-s1"
+    assert plan.network_budget(argparse.Namespace(network_trials=8, network_rounds=3)) == (
+        "3 rounds per task", ["--rounds-per-task", "3"])
     for seed, tuned in ((0, 30.0), (1, 20.0), (2, 45.0)):
         name = plan.network_run_name("alexnet", "xgb", 8, seed)
         (runs / f"{name}.json").write_text(json.dumps(report(seed, tuned)))

@@ -15,7 +15,7 @@ from metatune.config import (DEFAULT_GRAPH, REPO_ROOT, SHIPPED_DATASET, config_f
 from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig
 from tuner.app.config import (BuilderConfig, RunnerConfig, SearchParams, TuneConfig,
-                              load_tune_config)
+                              load_tune_config, with_round_budget)
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.search.params import BOConfig
 from tuner.search.zero_shot import PredictConfig
@@ -69,6 +69,7 @@ def test_one_default_per_setting():
     ("trials=0", "positive"),
     ("trials=-5", "positive"),
     ("trials_per_round=0", "positive"),
+    ("rounds_per_task=0", "rounds_per_task"),
     ("cost_model=gbdt", "xgb"),
     ("search=annealing", "evolutionary"),
     ("search_params.bo.cold_population=-1", "cold_"),
@@ -151,3 +152,13 @@ def test_collect_takes_a_target_dict_on_the_command_line():
     assert load_collect_config(overrides=["target=llvm"]).target == "llvm"
     with pytest.raises(ConfigError, match="target dict"):
         load_collect_config(overrides=["target=[1, 2]"])
+
+
+def test_rounds_per_task_becomes_a_budget_once_the_tasks_are_known():
+    cfg = load_tune_config(overrides=["rounds_per_task=3", "trials_per_round=8"])
+    assert with_round_budget(cfg, 5).trials == 3 * 8 * 5
+    assert with_round_budget(cfg, 5).trials_per_task == 3 * 8
+    plain = load_tune_config(overrides=["trials=40"])
+    assert with_round_budget(plain, 5) is plain
+    with pytest.raises(ConfigError, match="give one"):
+        load_tune_config(overrides=["rounds_per_task=3", "trials_per_task=16"])

@@ -144,6 +144,7 @@ def test_model_factories_that_fail(spec, message):
     (["--network", "alexnet", "--checkpoint", "/nonexistent.ckpt"], "not found"),
     (["--network", "lenet"], "unknown network"),
     (["--network", "alexnet", "--preset", "XGB-xfer2"], "any case"),
+    (["--network", "alexnet", "--rounds-per-task", "2", "--trials", "64"], "give one budget"),
 ])
 def test_bad_input_stops_before_the_work_dir_exists(argv, message, capsys, tmp_path):
     work = tmp_path / "w"

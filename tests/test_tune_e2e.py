@@ -94,12 +94,19 @@ def _small(work, cost_model: str, search: str, trials: int = 8) -> list[str]:
 
 
 @pytest.mark.parametrize("cost_model, search", [
-    ("metatune", "evolutionary"), ("random", "replay"), ("mlp", "evolutionary"),
-    ("random", "bo"),
+    ("metatune", "evolutionary"), ("mlp", "evolutionary"), ("random", "bo"),
 ])
 def test_other_cost_models_and_searches_tune(cost_model, search, tmp_path):
     report = run_tune(load_tune_config(overrides=_small(tmp_path, cost_model, search)))
     assert report["trials_run"] >= 1 and len(_records(tmp_path)) == report["trials_run"]
+
+
+def test_a_budget_in_rounds_per_task_follows_the_task_count(tmp_path):
+    """``rounds_per_task`` becomes trials once the tasks are known (here one conv task)."""
+    overrides = _small(tmp_path, "random", "replay") + ["rounds_per_task=2"]
+    report = run_tune(load_tune_config(overrides=overrides))
+    assert len(report["tasks"]) == 1
+    assert report["config"]["trials"] == 16 == report["trials_run"] == len(_records(tmp_path))
 
 
 def test_metatune_bo_tunes_resumes_and_reports_rounds(tmp_path):

@@ -157,6 +157,9 @@ class TuneConfig:
     trials: int = 128
     trials_per_task: Optional[int] = None
     trials_per_round: int = 16
+    # The budget as rounds of every task: once the tasks are known it sets ``trials`` to
+    # rounds x trials_per_round x tasks and ``trials_per_task`` to rounds x trials_per_round.
+    rounds_per_task: Optional[int] = None
     seed: int = 0
     preset: Optional[str] = None
     cost_model: str = "metatune"
@@ -199,6 +202,15 @@ class TuneConfig:
         if self.trials_per_task is not None and self.trials_per_task <= 0:
             raise ConfigError(f"trials_per_task={self.trials_per_task}: must be positive "
                               "(or null)")
+        if self.rounds_per_task is not None:
+            if self.rounds_per_task <= 0:
+                raise ConfigError(f"rounds_per_task={self.rounds_per_task}: must be positive "
+                                  "(or null)")
+            per_task = self.rounds_per_task * self.trials_per_round
+            if self.trials_per_task not in (None, per_task):
+                raise ConfigError(f"rounds_per_task={self.rounds_per_task} and trials_per_task="
+                                  f"{self.trials_per_task}: give one (rounds_per_task sets the "
+                                  "per-task cap to rounds x trials_per_round)")
         if self.cost_model not in COST_MODELS:
             raise ConfigError(f"cost_model={self.cost_model!r}: choose one of "
                               f"{', '.join(COST_MODELS)}")
@@ -276,3 +288,24 @@ def preset_for(cost_model: str, search: str, graph: str | None) -> str | None:
 def preset_of(cfg: TuneConfig) -> str | None:
     """The paper's name for a configuration's cost model and search, if it has one."""
     return preset_for(cfg.cost_model, cfg.search, cfg.metatune.graph)
+
+
+def with_round_budget(cfg: TuneConfig, num_tasks: int) -> TuneConfig:
+    """The configuration with ``rounds_per_task`` turned into trials, now that the network's
+    tasks are known; unchanged when it is not set.
+
+    Args:
+        cfg: The tune configuration.
+        num_tasks: How many tasks the network has.
+
+    Returns:
+        ``cfg`` with ``trials = rounds_per_task * trials_per_round * num_tasks`` and
+        ``trials_per_task = rounds_per_task * trials_per_round``, so that every task gets
+        that many full rounds (fewer where its design space runs out).
+    """
+    from dataclasses import replace
+
+    if cfg.rounds_per_task is None:
+        return cfg
+    per_task = cfg.rounds_per_task * cfg.trials_per_round
+    return replace(cfg, trials=per_task * max(1, num_tasks), trials_per_task=per_task)

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from metatune.config import repo_path
-from tuner.app.config import EvaluateConfig, TuneConfig
+from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
 from tuner.app.preflight import check_inputs, check_resume, with_model_sources
@@ -86,6 +86,10 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, A
     lowering = Lowering(pack_weights=cfg.pack_weights, layout=cfg.layout)
     tasks = extract_tasks(network.relax_mod, target_info.target, lowering)
     print(format_task_table(tasks), flush=True)
+    if cfg.rounds_per_task is not None:
+        cfg = with_round_budget(cfg, len(tasks))
+        logger.info("budget: %d rounds x %d trials x %d tasks = %d trials",
+                    cfg.rounds_per_task, cfg.trials_per_round, len(tasks), cfg.trials)
 
     writer = None
     if cfg.tensorboard:
