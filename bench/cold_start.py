@@ -11,6 +11,11 @@ The default workloads are the checkpoint's validation workloads (one per convolu
 kind; never trained on, and not the framework comparison's held-out network tasks), so
 that choices made here are not tuned on the benchmark's tasks.
 
+With ``--trials-per-round`` below ``--trials`` each run tunes several rounds, and the page
+compares configurations after the whole budget: the same A/B of tune settings over full
+runs (e.g. the RL search's settings, ``docs/bench/rl_settings.md``), still on workloads no
+report is made on.
+
 Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
 
 Usage:
@@ -48,7 +53,9 @@ def _parse() -> argparse.Namespace:
                    help="NAME=OVERRIDES (space-separated tune config overrides); the first "
                         "is the baseline")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    p.add_argument("--trials", type=int, default=16, help="trials of the one round")
+    p.add_argument("--trials", type=int, default=16, help="trials of a run")
+    p.add_argument("--trials-per-round", type=int,
+                   help="trials per round (default --trials: one round)")
     p.add_argument("--checkpoint-json", default="checkpoints/llvm-icelake-server-super.json")
     p.add_argument("--runs-dir", default="docs/bench/runs/cold_start")
     p.add_argument("--out", default="docs/bench/cold_start")
@@ -83,13 +90,16 @@ def workload_task(name: str):
     return TaskInfo(0, name, float(wl.flops()), 1, ms.ExtractedTask(name, mod, target, [mod], 1))
 
 
-def run_one(name: str, overrides: list[str], seed: int, trials: int) -> dict:
-    """One round of ``trials`` trials on workload ``name``; its best and search seconds."""
+def run_one(name: str, overrides: list[str], seed: int, trials: int,
+            per_round: int | None = None) -> dict:
+    """``trials`` trials on workload ``name`` in rounds of ``per_round`` (default: one
+    round); its best, search seconds and tuning seconds."""
     outcome, rounds, _, _ = tune_tasks([workload_task(name)], [
-        *overrides, f"trials={trials}", f"trials_per_round={trials}", f"seed={seed}"],
-        prefix="cold-start-")
+        *overrides, f"trials={trials}", f"trials_per_round={per_round or trials}",
+        f"seed={seed}"], prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
-            "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run}
+            "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run,
+            "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds}
 
 
 def summarize(runs: list[dict], configs: list[str]) -> dict:
@@ -108,6 +118,7 @@ def summarize(runs: list[dict], configs: list[str]) -> dict:
             "geomean_over_base": geomean(ratios),
             "workloads_better": sum(x < 1.0 for x in ratios),
             "median_search_s": median([r["search_s"] for r in mine]),
+            "median_tuning_s": median([r.get("tuning_seconds") for r in mine]),
             "runs_without_result": sum(r["best_ms"] is None for r in mine),
         }
     return out
@@ -116,25 +127,33 @@ def summarize(runs: list[dict], configs: list[str]) -> dict:
 def markdown(doc: dict) -> str:
     configs = list(doc["summary"])
     workloads = list(doc["summary"][configs[0]]["median_best_ms"])
-    lines = ["# First round: the batch chosen before any measurement of the task", "",
+    per_round = doc.get("trials_per_round") or doc["trials"]
+    title = ("First round: the batch chosen before any measurement of the task"
+             if per_round == doc["trials"] else "Tune settings side by side over whole runs")
+    budget = (f"one round of {doc['trials']} trials" if per_round == doc["trials"]
+              else f"{doc['trials']} trials in rounds of {per_round}")
+    lines = [f"# {title}", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
              f"- machine: {doc['machine']}",
-             f"- one round of {doc['trials']} trials per run, seeds {doc['seeds']}, "
+             f"- {budget} per run, seeds {doc['seeds']}, "
              f"{doc['runs_done']} runs; workloads: the checkpoint's validation convolutions "
              "(never trained on, not benchmark tasks)",
              "- configurations (the first is the baseline): "
              + "; ".join(f"`{c}`: `{o}`" for c, o in doc["configs"].items()), "",
              "| configuration | best vs baseline (geomean) | workloads better | "
-             "search s (median) | runs without result | " + " | ".join(workloads) + " |",
-             "|---|---|---|---|---|" + "---|" * len(workloads)]
+             "search s (median) | tuning s (median) | runs without result | "
+             + " | ".join(workloads) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(workloads)]
     for config, s in doc["summary"].items():
+        tuning = s.get("median_tuning_s")
         lines.append(f"| {config} | {s['geomean_over_base']:.3f} | {s['workloads_better']} "
                      f"of {len(workloads)} | {s['median_search_s']:.1f} | "
+                     f"{'-' if tuning is None else f'{tuning:.0f}'} | "
                      f"{s['runs_without_result']} | "
                      + " | ".join("-" if s["median_best_ms"][w] is None
                                   else f"{s['median_best_ms'][w]:.3f}" for w in workloads)
                      + " |")
-    lines += ["", "Per workload: the best latency (ms) of the round, median over the seeds "
+    lines += ["", "Per workload: the best latency (ms) of the run, median over the seeds "
               "that measured something. Runs without result: TVM's evolutionary sampler "
               "raised on every try (`The block no longer exists in the IRModule`, seen on "
               "a winograd workload); BO logs it and the run survives, but measures nothing "
@@ -153,17 +172,20 @@ def main() -> None:
     plan = [(s, w, c) for s in args.seeds for w in workloads for c in configs]
     for i, (seed, wl, config) in enumerate(plan, 1):
         slug = config.replace(" ", "_")
-        path = os.path.join(args.runs_dir, f"{wl}-{slug}-t{args.trials}-{seed}.json")
+        per_round = args.trials_per_round or args.trials
+        budget = f"t{args.trials}" + (f"-b{per_round}" if per_round != args.trials else "")
+        path = os.path.join(args.runs_dir, f"{wl}-{slug}-{budget}-{seed}.json")
         if not os.path.exists(path):
             print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
-            run = run_one(wl, configs[config].split(), seed, args.trials)
+            run = run_one(wl, configs[config].split(), seed, args.trials, per_round)
             run["config"] = config
             with open(path + ".tmp", "w", encoding="utf-8") as f:
                 json.dump(run, f)
             os.replace(path + ".tmp", path)
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
-    doc = {**provenance("cold_start.py"), "trials": args.trials, "seeds": args.seeds,
+    doc = {**provenance("cold_start.py"), "trials": args.trials,
+           "trials_per_round": args.trials_per_round or args.trials, "seeds": args.seeds,
            "configs": configs, "runs_done": len(runs),
            "summary": summarize(runs, list(configs)), "runs": runs}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))

@@ -145,6 +145,39 @@ def test_rl_settings_are_validated_where_they_are_made():
         RLConfig(rollouts=0)
     with pytest.raises(ConfigError, match="best_starts"):
         RLConfig(best_starts=1.5)
+    with pytest.raises(ConfigError, match="stay_prior"):
+        RLConfig(stay_prior=1.0)
+
+
+@pytest.mark.parametrize("prior", [1.0 / 3.0, 0.8])
+def test_the_untrained_policy_stays_with_the_prior(prior):
+    import torch
+
+    from tuner.search.rl_policy import ActorCritic
+
+    torch.manual_seed(0)
+    policy = ActorCritic(dim=5, width=4, hidden=8, stay_prior=prior)
+    mask = torch.ones(3, 4, 3, dtype=torch.bool)
+    mask[:, 0, 0] = False  # decision 0 cannot move down: stay against up alone
+    log_probs, _ = policy(torch.randn(3, 5), mask)
+    stay = log_probs.exp()[..., 1]
+    assert torch.allclose(stay[:, 1:], torch.full_like(stay[:, 1:], prior), atol=0.02)
+    assert torch.all(stay[:, 0] > prior)
+
+
+def test_starts_take_the_best_and_draw_the_rest_from_the_pool():
+    search = RLSearch(RLConfig(rollouts=4, best_starts=0.75, best_pool=10))
+    search.measured = {(i,): float(i) for i in range(20)}  # (19,) is the best
+    search._resolve = lambda p: p  # every point builds as itself
+
+    class NoRandom:
+        def random_points(self, n, rng):
+            return []
+
+    search.space = NoRandom()
+    starts = search._starts(np.random.default_rng(0), random_only=False)
+    assert len(starts) == 3 and starts[0] == (19,)
+    assert all(10 <= p[0] <= 18 for p in starts[1:])
 
 
 def test_rl_presets_and_settings_in_the_tune_config():

@@ -77,6 +77,11 @@ class RLConfig:
         rollouts: Rollouts per round, each from its own start point.
         best_starts: Share of the rollouts that start from the best measured points (the
             rest start from random points; all are random before the first measurement).
+        best_pool: The best measured points those starts are drawn from (the best one
+            always, the others at random among the ``best_pool`` best).
+        stay_prior: The untrained policy's probability of leaving a decision as it is
+            (1/3: uniform over down / stay / up; higher makes each step a smaller, more
+            local move, as a mutation of one or two decisions is).
         max_steps: Steps a rollout takes at most.
         stop_stay: A rollout stops once at least this share of its movable decisions stay.
         keep: Unmeasured candidates of the round, best predicted first, that the sampler
@@ -94,6 +99,8 @@ class RLConfig:
 
     rollouts: int = 8
     best_starts: float = 0.5
+    best_pool: int = 4
+    stay_prior: float = 1.0 / 3.0
     max_steps: int = 6
     stop_stay: float = 0.8
     keep: int = 64
@@ -113,9 +120,12 @@ class RLConfig:
             ConfigError: The first invalid setting, with what to do.
         """
         if min(self.rollouts, self.max_steps, self.keep, self.min_clusters, self.hidden,
-               self.epochs) <= 0:
+               self.epochs, self.best_pool) <= 0:
             raise ConfigError("search_params.rl: rollouts, max_steps, keep, min_clusters, "
-                              "hidden and epochs must be positive")
+                              "hidden, epochs and best_pool must be positive")
+        if not 0.0 < self.stay_prior < 1.0:
+            raise ConfigError(f"search_params.rl.stay_prior={self.stay_prior}: give a "
+                              "probability between 0 and 1 (1/3: uniform moves)")
         for key in ("best_starts", "stop_stay", "gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise ConfigError(f"search_params.rl.{key}={getattr(self, key)}: give a "

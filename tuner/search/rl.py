@@ -154,12 +154,18 @@ class RLSearch(PySearchStrategy, PreloadedRecords):
         return [self.built[fresh[i][0]][0] for i in chosen]
 
     def _starts(self, rng: np.random.Generator, random_only: bool) -> list[Point]:
-        """The best measured points (``best_starts`` of the rollouts) and random valid
-        points for the rest, all built."""
+        """Measured points (``best_starts`` of the rollouts: the best one, and the others
+        drawn from the ``best_pool`` best) and random valid points for the rest, all built."""
         n = self.params.rollouts
         best = [] if random_only else sorted(self.measured, key=lambda p: -self.measured[p])
+        pool = best[: max(1, self.params.best_pool)]
+        n_best = min(len(pool), int(round(n * self.params.best_starts)))
+        picked = pool[:n_best]
+        if 1 < n_best < len(pool):  # the best one, and the rest drawn from the pool
+            rest = rng.choice(np.arange(1, len(pool)), size=n_best - 1, replace=False)
+            picked = pool[:1] + [pool[i] for i in sorted(rest)]
         starts = []
-        for point in best[: int(round(n * self.params.best_starts))]:
+        for point in picked:
             got = self._resolve(point)
             if got is not None and got not in starts:
                 starts.append(got)

@@ -83,7 +83,8 @@ class Explorer:
         self.device = device or torch.device("cpu")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.policy = ActorCritic(space.dim, max(1, space.width), params.hidden)
+            self.policy = ActorCritic(space.dim, max(1, space.width), params.hidden,
+                                      params.stay_prior)
         self.policy.to(self.device)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=params.lr)
         self.generator = torch.Generator(device=self.device).manual_seed(int(seed))

@@ -9,6 +9,7 @@ policy is improved by PPO's clipped objective on generalized-advantage estimates
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -29,18 +30,24 @@ class ActorCritic(nn.Module):
         dim: Length of a state vector.
         width: Decisions (action heads).
         hidden: Width of the hidden layers.
+        stay_prior: The untrained policy's probability of "stay" for a decision that can
+            move both ways (1/3: uniform).
     """
 
-    def __init__(self, dim: int, width: int, hidden: int = 64) -> None:
+    def __init__(self, dim: int, width: int, hidden: int = 64,
+                 stay_prior: float = 1.0 / 3.0) -> None:
         super().__init__()
         self.width = int(width)
         self.trunk = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(),
                                    nn.Linear(hidden, hidden), nn.Tanh())
         self.actor = nn.Linear(hidden, self.width * MOVES)
         self.critic = nn.Linear(hidden, 1)
-        nn.init.zeros_(self.actor.bias)
         with torch.no_grad():
-            self.actor.weight.mul_(0.01)  # start close to uniform over the allowed moves
+            self.actor.weight.mul_(0.01)  # start close to the prior over the allowed moves
+            # stay's logit b against 0 for down and up: e^b / (e^b + 2) = stay_prior
+            bias = torch.zeros(self.width, MOVES)
+            bias[:, 1] = math.log(2.0 * stay_prior / (1.0 - stay_prior))
+            self.actor.bias.copy_(bias.view(-1))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Move log-probabilities and state values.
