@@ -155,7 +155,12 @@ def test_cold_start_summary_compares_with_the_first_configuration():
     page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
                         "seeds": [0], "runs_done": 4, "configs": {"base": "", "cold": "x"},
                         "summary": s})
-    assert "| cold | 0.500 | 1 of 2 | 4.5 | 1 | 1.000 | - |" in page
+    assert "| cold | 0.500 | 1 of 2 | 4.5 | - | 1 | 1.000 | - |" in page
+    assert "one round of 16 trials" in page
+    whole = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 64,
+                         "trials_per_round": 16, "seeds": [0], "runs_done": 4,
+                         "configs": {"base": "", "cold": "x"}, "summary": s})
+    assert "64 trials in rounds of 16" in whole and "whole runs" in whole
 
 
 def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
