@@ -135,6 +135,8 @@ def markdown(doc: dict) -> str:
     lines = [f"# {title}", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
              f"- machine: {doc['machine']}",
+             *([f"- runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
+               if doc.get("measured") else []),
              f"- {budget} per run, seeds {doc['seeds']}, "
              f"{doc['runs_done']} runs; workloads: the checkpoint's validation convolutions "
              "(never trained on, not benchmark tasks)",
@@ -179,6 +181,7 @@ def main() -> None:
             print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
             run = run_one(wl, configs[config].split(), seed, args.trials, per_round)
             run["config"] = config
+            run["date"] = provenance("cold_start.py")["date"]
             with open(path + ".tmp", "w", encoding="utf-8") as f:
                 json.dump(run, f)
             os.replace(path + ".tmp", path)
@@ -187,6 +190,8 @@ def main() -> None:
     doc = {**provenance("cold_start.py"), "trials": args.trials,
            "trials_per_round": args.trials_per_round or args.trials, "seeds": args.seeds,
            "configs": configs, "runs_done": len(runs),
+           "measured": [min(dates), max(dates)] if (dates := [r["date"] for r in runs
+                                                               if r.get("date")]) else None,
            "summary": summarize(runs, list(configs)), "runs": runs}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 

@@ -160,17 +160,27 @@ def measure(mods: list, info, runner: dict) -> list[float | None]:
 
 
 def provenance(script: str) -> dict:
-    """``command``, ``date`` and ``machine`` of this benchmark run, for its JSON and page.
+    """``command``, ``date``, ``machine`` (one line: CPU, vector flags, cores, the local
+    target, TVM and PyTorch threads, TVM version), ``target`` and ``runtime`` (the thread
+    counts, read from this process's runtime) of this benchmark run, for its JSON and page.
 
     Args:
         script: The script's file name under ``bench/``.
     """
     sys.path.insert(0, REPO)
     from metatune.provenance import machine_info
+    from tuner.engine.runtime import runtime_info
+    from tuner.engine.targets import resolve_target
 
     m = machine_info()
+    target = resolve_target("llvm")
+    rt = runtime_info(target.num_cores)
+    flags = ",".join(m["cpu_flags"]) or "no vector flags read"
     return {"command": f"python bench/{script} " + shlex.join(sys.argv[1:]), "date": m["date"],
-            "machine": f"{m['cpu']}, {m['cores']} cores, TVM {m['tvm']}"}
+            "machine": f"{m['cpu']} ({flags}), {m['cores']} cores; target "
+                       f"`{target.description}`; TVM {rt['tvm_threads']} / PyTorch "
+                       f"{rt['torch_threads']} threads; TVM {m['tvm']}",
+            "target": target.description, "runtime": rt}
 
 
 def cpu_tag(record: dict) -> str:
