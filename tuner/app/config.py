@@ -11,7 +11,7 @@ to the current directory, ``null`` for the repository's own location.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config, resolve_path
@@ -303,8 +303,6 @@ def with_round_budget(cfg: TuneConfig, num_tasks: int) -> TuneConfig:
         ``trials_per_task = rounds_per_task * trials_per_round``, so that every task gets
         that many full rounds (fewer where its design space runs out).
     """
-    from dataclasses import replace
-
     if cfg.rounds_per_task is None:
         return cfg
     per_task = cfg.rounds_per_task * cfg.trials_per_round
