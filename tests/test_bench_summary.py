@@ -312,9 +312,9 @@ def test_a_group_finished_on_another_platform_is_read_not_run_again(tmp_path, ca
         (where / plan.run_name("net/t", preset, seed)).write_text(
             json.dumps(_run(preset, seed, [[16, best]])))
 
-    record(other, "xgb", 0, 2.0)  # seed 0 finished elsewhere; seed 1 begun here
+    record(other, "xgb", 0, 2.0)  # seed 0 finished elsewhere
     record(other, "meta-BO-T", 0, 2.0)
-    record(own, "xgb", 1, 4.0)
+    record(own, "xgb", 1, 4.0)  # seed 1 begun here, but finished elsewhere
     record(other, "xgb", 1, 3.0)
     record(other, "meta-BO-T", 1, 1.0)
     args = argparse.Namespace(tasks=["net/t"], presets=["xgb", "meta-BO-T"], seeds=[0, 1],
@@ -323,9 +323,9 @@ def test_a_group_finished_on_another_platform_is_read_not_run_again(tmp_path, ca
                               report_only=True, overrides=[])
     runs, planned = plan.run_tasks(args, "unused")
     assert planned == 4
-    # seed 0 from the other platform; seed 1 stays here, where it began (meta-BO-T missing)
+    # both from the other platform, where each group is whole (not the lone run begun here)
     assert [(r["preset"], r["seed"], r["best_ms"]) for r in runs] == [
-        ("xgb", 0, 2.0), ("meta-BO-T", 0, 2.0), ("xgb", 1, 4.0)]
+        ("xgb", 0, 2.0), ("meta-BO-T", 0, 2.0), ("xgb", 1, 3.0), ("meta-BO-T", 1, 1.0)]
     assert "done before on llvm-icelake-server" in capsys.readouterr().out
 
 
@@ -369,3 +369,19 @@ def test_incomplete_groups_are_left_out_and_listed():
                           "batch": 16, "seeds": [0, 1], "summary": {}, "png": {},
                           "overall": {}, "early_accuracy": {}, "partial_groups": partial})
     assert "net/t seed 1 (1 of 2 presets)" in text
+
+
+def test_a_group_is_read_where_it_is_whole(tmp_path):
+    own, other = tmp_path / "own", tmp_path / "other"
+    own.mkdir()
+    other.mkdir()
+    names = ["t-xgb-1.json", "t-RL-1.json"]
+    assert plan.group_dir(str(own), [str(other)], names) == str(own)  # a new group: here
+    (own / names[0]).write_text("{}")
+    assert plan.group_dir(str(own), [str(other)], names) == str(own)  # begun here: here
+    for n in names:
+        (other / n).write_text("{}")
+    # finished on another machine: read there, not the lone run begun here
+    assert plan.group_dir(str(own), [str(other)], names) == str(other)
+    (own / names[1]).write_text("{}")
+    assert plan.group_dir(str(own), [str(other)], names) == str(own)

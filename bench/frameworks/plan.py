@@ -136,13 +136,15 @@ def group_dir(own: str, others: list[str], names: list[str]) -> str:
     """Where a group's records are read from (and missing ones written): a group is one
     task (or network) and seed, every preset (the record file ``names``), and is measured
     on one machine, so that each comparison with xgb stays within one run. That is ``own``
-    (this platform's) when it holds any of the group, else the first of ``others`` (other
-    platforms') that holds the whole group, else ``own``."""
-    if not any(os.path.exists(os.path.join(own, n)) for n in names):
-        for other in others:
-            if all(os.path.exists(os.path.join(other, n)) for n in names):
-                return other
-    return own
+    (this platform's) when it holds the whole group, else the first of ``others`` (other
+    platforms') that holds the whole group, else ``own`` (where a group begun here is
+    finished, and a new one begun)."""
+    def whole(where: str) -> bool:
+        return all(os.path.exists(os.path.join(where, n)) for n in names)
+
+    if whole(own):
+        return own
+    return next((other for other in others if whole(other)), own)
 
 
 def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
@@ -150,7 +152,8 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
     recorded, each in a fresh ``script --worker`` process; resumable: a recorded run is
     read back (with ``--report-only``, a missing one is skipped). A group (task, seed)
     that another platform has finished (``args.pool_dirs``) is read from there, not run
-    again; one begun here is finished here (:func:`group_dir`).
+    again, even if this platform began it too; one begun here and finished nowhere else is
+    finished here (:func:`group_dir`).
 
     Args:
         args: The command line (``tasks``, ``presets``, ``seeds``, ``trials``, ``batch``,
