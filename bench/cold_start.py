@@ -27,6 +27,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -181,7 +182,8 @@ def main() -> None:
             print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
             run = run_one(wl, configs[config].split(), seed, args.trials, per_round)
             run["config"] = config
-            run["date"] = provenance("cold_start.py")["date"]
+            run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")
             with open(path + ".tmp", "w", encoding="utf-8") as f:
                 json.dump(run, f)
             os.replace(path + ".tmp", path)
