@@ -53,8 +53,8 @@ from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
                              run_tasks, source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
-from frameworks.stats import (complete_groups, early_accuracy, headlines, network_rows,
-                              overall, summarize)
+from frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
+                              network_rows, overall, summarize)
 
 
 def _parse() -> argparse.Namespace:
@@ -150,7 +150,8 @@ def main() -> None:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
     early = early_accuracy(summary, args.presets)
-    reports = tune_networks(args) if args.networks else []
+    finished = tune_networks(args) if args.networks else []
+    reports, partial_networks = complete_groups(finished, args.presets, network_group)
     networks = network_rows(reports)
     prov = provenance("compare_frameworks.py")
     # The page's command is the one that measures (and resumes); --report-only only rewrites it.
@@ -158,18 +159,19 @@ def main() -> None:
     dates = sorted(r["date"] for r in measured if r.get("date"))
     doc = {**prov, "measured": [dates[0], dates[-1]] if dates else None,
            "platform": args.platform, "machines": machine_lines(
-               measured + reports, several="- **several machines**: latencies compare only "
+               measured + finished, several="- **several machines**: latencies compare only "
                "within one machine; every ratio is taken within one group"),
            "trained_on": source_lines(measured), "code": code_lines(measured),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
-           "runs_done": len(measured), "runs_planned": planned, "partial_groups": partial,
+           "runs_done": len(measured), "runs_planned": planned,
+           "partial_groups": partial + partial_networks,
            "overall": overall(summary, args.presets), "early_accuracy": early,
            "headlines": headlines(summary, networks),
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,
-           "network_runs_done": len(reports), "network_seeds": args.network_seeds,
+           "network_runs_done": len(finished), "network_seeds": args.network_seeds,
            "network_budget": network_budget(args)[0] if args.networks else None,
            "networks_planned": len(args.networks) * len(args.presets) * len(args.network_seeds)}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))

@@ -371,6 +371,22 @@ def test_incomplete_groups_are_left_out_and_listed():
     assert "net/t seed 1 (1 of 2 presets)" in text
 
 
+def test_incomplete_network_groups_are_left_out_and_listed():
+    def report(preset, seed):
+        return {"network": "alexnet", "preset": preset, "trials_total": 8,
+                "config": {"seed": seed}, "tuning_seconds": 60.0,
+                "latency_ms": {"tuned": 30.0, "untuned": 900.0, "torch": 15.0}}
+
+    # seed 0 (no seed in its config) is whole; seed 1 has xgb alone (the group under way)
+    reports = [report("xgb", None), report("meta-BO-T", 0), report("xgb", 1)]
+    complete, partial = stats.complete_groups(reports, ["xgb", "meta-BO-T"],
+                                              stats.network_group)
+    assert complete == reports[:2]
+    assert partial == ["alexnet seed 1 (1 of 2 presets)"]
+    rows = stats.network_rows(complete)
+    assert [len(row["tuned_ms_per_seed"]) for row in rows] == [1, 1]  # seed 1 reaches none
+
+
 def test_a_group_is_read_where_it_is_whole(tmp_path):
     own, other = tmp_path / "own", tmp_path / "other"
     own.mkdir()

@@ -5,6 +5,7 @@ summaries, early-round accuracy and the end-to-end rows."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from common import geomean, median
 
@@ -65,9 +66,22 @@ def equal_time_budgets(runs: list[dict]) -> dict[int, float]:
     return {seed: min(v.values()) for seed, v in ends.items() if set(v) == presets}
 
 
-def complete_groups(runs: list[dict], presets: list[str]) -> tuple[list[dict], list[str]]:
-    """Split the runs into those of complete groups (one task and seed with a run of every
-    preset) and a label per incomplete one.
+def task_group(run: dict) -> tuple[str, int]:
+    """A task run's group: its task and seed."""
+    return run["task"], run["seed"]
+
+
+def network_group(report: dict) -> tuple[str, int]:
+    """A network run's group: its network and seed (a ``tune.py`` report keeps the seed in
+    its config; seed 0 when it does not say)."""
+    return report["network"], report.get("config", {}).get("seed") or 0
+
+
+def complete_groups(runs: list[dict], presets: list[str],
+                    group: Callable[[dict], tuple[str, int]] = task_group,
+                    ) -> tuple[list[dict], list[str]]:
+    """Split the runs into those of complete groups (one task or network and seed with a
+    run of every preset) and a label per incomplete one.
 
     A ratio is only fair within a group, and a group is only comparable with the others
     once every preset has run: an incomplete group (the one under way, or one begun on a
@@ -75,20 +89,22 @@ def complete_groups(runs: list[dict], presets: list[str]) -> tuple[list[dict], l
     statistic and listed instead.
 
     Args:
-        runs: Task run records (``task``, ``seed``, ``preset``).
+        runs: Run records with a ``preset``: task runs, or network runs' reports.
         presets: The presets a group needs.
+        group: A run's group, ``(name, seed)``: :func:`task_group` (the default) or
+            :func:`network_group`.
 
     Returns:
         ``(complete, partial)``: the runs of complete groups, in their order, and one
-        ``"task seed N (k of n presets)"`` label per incomplete group.
+        ``"name seed N (k of n presets)"`` label per incomplete group.
     """
     done: dict[tuple[str, int], set[str]] = {}
     for r in runs:
-        done.setdefault((r["task"], r["seed"]), set()).add(r["preset"])
+        done.setdefault(group(r), set()).add(r["preset"])
     need = set(presets)
-    complete = [r for r in runs if need <= done[(r["task"], r["seed"])]]
-    partial = [f"{task} seed {seed} ({len(have & need)} of {len(need)} presets)"
-               for (task, seed), have in done.items() if not need <= have]
+    complete = [r for r in runs if need <= done[group(r)]]
+    partial = [f"{name} seed {seed} ({len(have & need)} of {len(need)} presets)"
+               for (name, seed), have in done.items() if not need <= have]
     return complete, partial
 
 
