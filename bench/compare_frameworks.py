@@ -172,7 +172,7 @@ def main() -> None:
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,
            "network_runs_done": len(finished), "network_seeds": args.network_seeds,
-           "network_budget": network_budget(args)[0] if args.networks else None,
+           "network_budget": network_budget(args).words if args.networks else None,
            "networks_planned": len(args.networks) * len(args.presets) * len(args.network_seeds)}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 

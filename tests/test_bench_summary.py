@@ -110,12 +110,13 @@ def test_network_seeds_have_their_own_records_and_rows_take_medians(tmp_path):
 
     runs = tmp_path / "runs"
     runs.mkdir()
-    assert plan.network_run_name("alexnet", "xgb", 8, 0) == "net-alexnet-xgb-t8"
-    assert plan.network_run_name("alexnet", "xgb", 8, 1, rounds=3) == "net-alexnet-xgb-r3-s1"
+    assert plan.network_run_name("alexnet", "xgb", "t8", 0) == "net-alexnet-xgb-t8"
+    assert plan.network_run_name("alexnet", "xgb", "r3", 1) == "net-alexnet-xgb-r3-s1"
     assert plan.network_budget(argparse.Namespace(network_trials=8, network_rounds=3)) == (
-        "3 rounds per task", ["--rounds-per-task", "3"])
+        "3 rounds per task", ["--rounds-per-task", "3"], "r3")
+    assert plan.network_budget(argparse.Namespace(network_trials=8)).label == "t8"
     for seed, tuned in ((0, 30.0), (1, 20.0), (2, 45.0)):
-        name = plan.network_run_name("alexnet", "xgb", 8, seed)
+        name = plan.network_run_name("alexnet", "xgb", "t8", seed)
         (runs / f"{name}.json").write_text(json.dumps(report(seed, tuned)))
     args = argparse.Namespace(networks=["alexnet"], presets=["xgb"], network_trials=8,
                               runs_dir=str(runs), work_root=str(tmp_path / "work"),

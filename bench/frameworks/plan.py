@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import NamedTuple
 
 from common import REPO
 
@@ -67,22 +68,30 @@ def _finished(path: str) -> dict | None:
     return report if report.get("latency_ms", {}).get("tuned") is not None else None
 
 
-def network_run_name(network: str, preset: str, trials: int, seed: int,
-                     rounds: int | None = None) -> str:
-    """The name of a network run's record and work dir: its budget as ``t<trials>``, or
-    ``r<rounds>`` when it is given as rounds per task (seed 0 has no seed suffix)."""
-    budget = f"r{rounds}" if rounds else f"t{trials}"
-    return f"net-{network}-{preset}-{budget}" + (f"-s{seed}" if seed else "")
+class NetworkBudget(NamedTuple):
+    """The network runs' budget: in words (for the page), as ``tune.py`` flags, and as the
+    label in each run's name (``r<rounds>`` or ``t<trials>``)."""
+
+    words: str
+    flags: list[str]
+    label: str
 
 
-def network_budget(args: argparse.Namespace) -> tuple[str, list[str]]:
-    """The network runs' budget in words and as ``tune.py`` flags: ``--network-rounds``
-    rounds of every task when given (the trials then follow each network's task count),
-    else ``--network-trials`` in all."""
+def network_budget(args: argparse.Namespace) -> NetworkBudget:
+    """The network runs' budget: ``--network-rounds`` rounds of every task when given (the
+    trials then follow each network's task count), else ``--network-trials`` in all."""
     rounds = getattr(args, "network_rounds", None)
     if rounds:
-        return f"{rounds} rounds per task", ["--rounds-per-task", str(rounds)]
-    return f"{args.network_trials} trials", ["--trials", str(args.network_trials)]
+        return NetworkBudget(f"{rounds} rounds per task", ["--rounds-per-task", str(rounds)],
+                             f"r{rounds}")
+    trials = args.network_trials
+    return NetworkBudget(f"{trials} trials", ["--trials", str(trials)], f"t{trials}")
+
+
+def network_run_name(network: str, preset: str, budget: str, seed: int) -> str:
+    """The name of a network run's record and work dir, with its budget's label
+    (:attr:`NetworkBudget.label`; seed 0 has no seed suffix)."""
+    return f"net-{network}-{preset}-{budget}" + (f"-s{seed}" if seed else "")
 
 
 def tune_networks(args: argparse.Namespace) -> list[dict]:
@@ -93,13 +102,12 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
     (:func:`group_dir`).
     ``torch.compile`` is measured once per network (first seed, first preset)."""
     reports = []
-    rounds = getattr(args, "network_rounds", None)
-    budget, flags = network_budget(args)
+    budget = network_budget(args)
     plan = itertools.product(enumerate(args.network_seeds), args.networks,
                              enumerate(args.presets))
     for (k, seed), network, (i, preset) in plan:
-        name = network_run_name(network, preset, args.network_trials, seed, rounds)
-        group = [network_run_name(network, p, args.network_trials, seed, rounds) + ".json"
+        name = network_run_name(network, preset, budget.label, seed)
+        group = [network_run_name(network, p, budget.label, seed) + ".json"
                  for p in args.presets]
         where = group_dir(args.runs_dir, getattr(args, "pool_dirs", []), group)
         record = os.path.join(where, name + ".json")
@@ -110,10 +118,10 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
             if report is None and args.report_only:
                 continue
             if report is None:
-                print(f"{network} {preset} seed {seed}: tuning {budget}", flush=True)
+                print(f"{network} {preset} seed {seed}: tuning {budget.words}", flush=True)
                 compile_ = "true" if i == 0 and k == 0 else "false"
                 cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
-                       *flags, "--work-dir", work,
+                       *budget.flags, "--work-dir", work,
                        "--seed", str(seed), "progress=false",
                        f"evaluate.torch_compile={compile_}", *args.overrides]
                 subprocess.run(cmd, check=True, cwd=REPO)
