@@ -52,3 +52,25 @@ def test_the_target_is_the_datas_own(tmp_path):
 def test_val_split_refuses_xgb():
     with pytest.raises(SystemExit, match="--no-xgb"):
         model_accuracy.main(["--split", "val"])
+
+
+def test_ranking_ceiling_scores_one_platforms_order_against_anothers():
+    import ranking_ceiling
+
+    ref = {"w": {"t1": 1.0, "t2": 2.0, "t3": 3.0}, "few": {"t1": 1.0}}
+    same = {"w": {"t1": 2.0, "t2": 4.0, "t3": 6.0, "t9": 1.0}}  # the same order, twice slower
+    row = ranking_ceiling.agreement(ref, same, min_shared=3)
+    assert row["workloads"] == 1 and row["shared_samples"] == 3  # "few" and t9 not shared
+    assert row["pairwise"] == 1.0 and row["top5_recall"] == 1.0
+    reverse = {"w": {"t1": 3.0, "t2": 2.0, "t3": 1.0}}
+    assert ranking_ceiling.agreement(ref, reverse, min_shared=3)["pairwise"] == 0.0
+    assert ranking_ceiling.agreement(ref, same, min_shared=4)["pairwise"] is None
+
+
+def test_ranking_ceiling_reads_a_shipped_split():
+    import ranking_ceiling
+
+    split = os.path.join(ranking_ceiling.REPO, "data", "llvm-znver4", "heldout")
+    times, target = ranking_ceiling.measured_times(split)
+    assert target.startswith("llvm -mcpu=znver4") and len(times) == 51
+    assert all(s > 0 for w in times.values() for s in w.values())

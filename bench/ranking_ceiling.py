@@ -1,0 +1,148 @@
+"""How well one platform's measured order ranks another's: a reference for the cost model.
+
+The held-out splits of the datasets measured on different platforms hold mostly the same
+schedules (the collector draws them with the same seeds). For every held-out workload, the
+schedules measured on both platforms are ranked by one platform's measured throughput and
+scored against the other's with the metrics of ``bench/model_accuracy.py`` (pairwise
+ranking accuracy, top-5 recall). This is what a cost model that knew every run time on
+another CPU would reach, with that CPU's measurement noise included: an upper reference
+for a model transferred across CPUs, and a lower bound on how rankable a split is at all
+(measurement noise alone would cap it). No measurement is made; the run times are the
+datasets' own.
+
+Usage:
+    python bench/ranking_ceiling.py                      # every pair of data/llvm-* datasets
+    python bench/ranking_ceiling.py --data data/llvm-icelake-server data/llvm-znver4
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import itertools
+import json
+import os
+import sys
+
+import numpy as np
+
+from common import REPO, provenance, write_results
+
+sys.path.insert(0, REPO)
+from metatune import metrics  # noqa: E402
+from metatune.dataset import read_workload_json  # noqa: E402
+from metatune.records import iter_records  # noqa: E402
+
+
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", nargs="+",
+                   help="datasets to compare pairwise (default: every data/llvm-* with the split)")
+    p.add_argument("--split", default="heldout", help="the split to compare (default heldout)")
+    p.add_argument("--min-shared", type=int, default=16,
+                   help="workloads with fewer schedules measured on both are skipped")
+    p.add_argument("--out", default="docs/ranking-ceiling")
+    return p.parse_args(argv)
+
+
+def measured_times(split_dir: str) -> tuple[dict[str, dict[str, float]], str]:
+    """Every valid record's mean run time, by workload name and trace.
+
+    Args:
+        split_dir: ``data/<platform>/<split>`` with ``meta.json`` and its database.
+
+    Returns:
+        ``({workload name: {trace JSON: seconds}}, target description)``.
+    """
+    with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    by_hash = {w["shash"]: w["name"] for w in meta["workloads"]}
+    names = [by_hash.get(str(entry[0])) if entry else None
+             for entry in read_workload_json(split_dir)]
+    times: dict[str, dict[str, float]] = {}
+    for rec in iter_records(split_dir):
+        name = names[rec.workload] if rec.workload < len(names) else None
+        if rec.valid and name is not None:
+            times.setdefault(name, {})[json.dumps(rec.trace, sort_keys=True)] = rec.mean_seconds
+    return times, meta.get("target_description", os.path.basename(os.path.dirname(split_dir)))
+
+
+def agreement(ref: dict[str, dict[str, float]], other: dict[str, dict[str, float]],
+              min_shared: int) -> dict:
+    """Score ``other``'s measured throughput as a ranking of ``ref``'s, workload by workload.
+
+    Args:
+        ref, other: :func:`measured_times` of two platforms' split.
+        min_shared: Workloads with fewer schedules measured on both are skipped.
+
+    Returns:
+        ``{"workloads", "shared_samples", "pairwise", "top5_recall",
+        "pairwise_min", "pairwise_max"}``: means over the workloads compared, or ``None``
+        metrics when no workload has enough shared schedules.
+    """
+    pairwise, top5, shared = [], [], 0
+    for name in sorted(set(ref) & set(other)):
+        traces = [t for t in ref[name] if t in other[name]]
+        if len(traces) < min_shared:
+            continue
+        truth = np.array([1.0 / ref[name][t] for t in traces])
+        guess = np.array([1.0 / other[name][t] for t in traces])
+        pairwise.append(metrics.pairwise_accuracy(guess, truth))
+        top5.append(metrics.top_k_recall(guess, truth))
+        shared += len(traces)
+    if not pairwise:
+        return {"workloads": 0, "shared_samples": 0, "pairwise": None, "top5_recall": None,
+                "pairwise_min": None, "pairwise_max": None}
+    return {"workloads": len(pairwise), "shared_samples": shared,
+            "pairwise": float(np.mean(pairwise)), "top5_recall": float(np.mean(top5)),
+            "pairwise_min": float(np.min(pairwise)), "pairwise_max": float(np.max(pairwise))}
+
+
+def markdown(doc: dict) -> str:
+    lines = ["# How well one platform's measured order ranks another's (held-out schedules)",
+             "", f"- command: `{doc['command']}`", f"- date: {doc['date']}",
+             f"- computed on: {doc['machine']} (nothing is measured: the run times are the "
+             "datasets' own, each measured where its `meta.json` says)",
+             f"- split: `{doc['split']}`; a workload counts when at least {doc['min_shared']} "
+             "of its schedules were measured on both platforms; each cell is the mean over "
+             "workloads (min-max of pairwise in brackets); both metrics are symmetric: A's "
+             "run times ranked by B's score as B's by A's", "",
+             "| platform A | platform B | workloads | schedules | "
+             "pairwise | top-5 recall |", "|---|---|---|---|---|---|"]
+    for row in doc["rows"]:
+        if row["pairwise"] is None:
+            lines.append(f"| {row['a']} | {row['b']} | 0 | 0 | - | - |")
+            continue
+        lines.append(
+            f"| {row['a']} | {row['b']} | {row['workloads']} | "
+            f"{row['shared_samples']} | {row['pairwise']:.3f} ({row['pairwise_min']:.3f}-"
+            f"{row['pairwise_max']:.3f}) | {row['top5_recall']:.3f} |")
+    lines += ["", "Read: a cost model that knew every run time measured on the other platform "
+              "would rank this well; measurement noise alone caps no split below these "
+              "figures. Compare the cost models' pairwise accuracy on the same held-out "
+              "convolutions in `model-accuracy*.md`.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    os.chdir(REPO)
+    data = args.data or sorted(d for d in glob.glob("data/llvm-*")
+                               if os.path.isfile(os.path.join(d, args.split, "meta.json")))
+    if len(data) < 2:
+        raise SystemExit(f"need two datasets with a {args.split} split, found {data}: "
+                         "collect one (python collect.py run splits=[heldout])")
+    loaded = {d: measured_times(os.path.join(d, args.split)) for d in data}
+    rows = []
+    for ref, other in itertools.combinations(data, 2):
+        row = agreement(loaded[ref][0], loaded[other][0], args.min_shared)
+        rows.append({"a": f"`{ref}` ({loaded[ref][1]})",
+                     "b": f"`{other}` ({loaded[other][1]})", **row})
+    doc = {**provenance("ranking_ceiling.py"), "split": args.split,
+           "min_shared": args.min_shared, "rows": rows}
+    write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
