@@ -74,3 +74,28 @@ def test_ranking_ceiling_reads_a_shipped_split():
     times, target = ranking_ceiling.measured_times(split)
     assert target.startswith("llvm -mcpu=znver4") and len(times) == 51
     assert all(s > 0 for w in times.values() for s in w.values())
+
+
+def test_data_shift_leaves_each_network_out_and_pools_the_scores():
+    import numpy as np
+
+    import data_shift
+
+    rng = np.random.default_rng(0)
+
+    def group(n=12):  # per-store features whose first column decides the run time
+        feats = [rng.random((2, 4)).astype("float32") for _ in range(n)]
+        return feats, np.array([1.0 + f[:, 0].sum() for f in feats])
+
+    generated = {f"conv2d_{i}": group() for i in range(3)}
+    heldout = {"a/t1": group(), "a/t2": group(), "b/t1": group()}
+    out = data_shift.leave_one_network_out(generated, heldout)
+    assert set(out) == {"a", "b", "all"}
+    assert out["a"]["other-networks"]["workloads"] == 2
+    assert out["all"]["both"]["workloads"] == 3
+    for row in out.values():
+        for scores in row.values():
+            assert 0.0 <= scores["pairwise"] <= 1.0 and 0.0 <= scores["top5_recall"] <= 1.0
+    assert "| **all** | 3 |" in data_shift.markdown(
+        {"command": "c", "date": "d", "machine": "m", "data": "x", "heldout_target": "t",
+         "train_data": "x", "results": out})
