@@ -42,8 +42,9 @@ class DataConfig:
     """The training splits, the validation split and the supervised batch size.
 
     ``splits`` are folders of ``data_dir`` trained on together: ``train`` (NCHW, as
-    networks are imported) and ``train-nhwc`` (the 2-D kinds in NHWC, ``tune.py``'s default
-    layout) when collected. A held-out split is never trained on.
+    networks are imported), ``train-nhwc`` (the 2-D kinds in NHWC, ``tune.py``'s default
+    layout) and ``train-networks`` (other networks' convs) when collected. A held-out split
+    is never trained on.
     """
 
     splits: list[str] = field(default_factory=lambda: ["train"])
@@ -59,8 +60,8 @@ class DataConfig:
         _check_count("data.batch_size", self.batch_size)
         if not self.splits or any(not s.startswith("train") for s in self.splits):
             raise ConfigError(f"data.splits={list(self.splits)}: give one or more training "
-                              "splits (train, train-nhwc); the held-out splits are for "
-                              "evaluation only")
+                              "splits (train, train-nhwc, train-networks); the held-out "
+                              "splits are for evaluation only")
 
 
 @dataclass

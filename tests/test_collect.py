@@ -73,6 +73,23 @@ def test_heldout_split_collects_network_convolutions(tmp_path, capsys):
     assert summary["workloads"] == 1 and summary["valid_samples"] >= 2
 
 
+def test_train_networks_split_takes_other_networks_convs_and_never_a_heldout_one():
+    from tuner.app.collect import heldout_hashes, network_entries
+    from tuner.app.collect_config import load_collect_config
+    from tuner.engine.targets import resolve_target
+
+    cfg = load_collect_config(["splits=[train-networks]"])
+    assert cfg.train_networks_samples == 48 and "alexnet" not in cfg.train_networks
+    target = resolve_target("llvm").target
+    entries = network_entries(("torchvision.models:alexnet",), target, 2, "train-networks")
+    assert len(entries) == 5 and entries[0].name.startswith("alexnet/fused_conv2d")
+    assert {e.kind for e in entries} == {"network-conv"}
+    assert {e.split for e in entries} == {"train-networks"}
+    held = heldout_hashes(("alexnet",), target, "NCHW")  # the same convs, held out
+    assert network_entries(("torchvision.models:alexnet",), target, 2, "train-networks",
+                           exclude=held) == []
+
+
 def test_nhwc_splits_collect_nhwc_workloads_and_record_their_layout(tmp_path, capsys):
     args = [f"out={tmp_path / 'data'}", f"work_dir={tmp_path / 'work'}",
             "splits=[train-nhwc,heldout-nhwc]", "networks=[alexnet]", "per_kind=1", "limit=1",

@@ -5,7 +5,8 @@ For each workload, random traces are drawn from MetaSchedule's design space
 a MetaSchedule JSON database per split (``train``: generated workloads; ``heldout``: the
 conv tasks of the four networks, never used for training; ``train-nhwc`` and
 ``heldout-nhwc``: the same in NHWC, ``tune.py``'s default layout, the training split for
-the 2-D kinds only). The working copy lives in
+the 2-D kinds only; ``train-networks`` and ``train-networks-nhwc``: the conv tasks of other
+networks, every task of a held-out network left out). The working copy lives in
 ``work_dir``; after every workload it is packed as ``.json.gz`` into ``out`` with a
 ``meta.json`` saying what, where and when. Killing the collector at any moment loses at
 most the round in flight; rerunning it unpacks, repairs a torn last line, and continues
@@ -22,6 +23,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -93,26 +95,60 @@ def train_entries(per_kind: int, other_per_kind: int, seed: int, samples: int,
     return out
 
 
-def heldout_entries(networks: tuple[str, ...], target, samples: int,
-                    layout: str = "NCHW") -> list[Entry]:
+def _network(name: str):
+    """A built-in network by name, or any ``module:callable`` returning an ``nn.Module``."""
+    return load_network(model_spec=name) if ":" in name else load_network(name)
+
+
+def network_entries(networks: tuple[str, ...], target, samples: int, split: str,
+                    exclude: Collection[int] = ()) -> list[Entry]:
     """Every distinct convolution task of the networks, as entries: as ``tune.py``
-    extracts them in ``layout`` (:class:`tuner.engine.tasks.Lowering`)."""
+    extracts them in the split's layout (:class:`tuner.engine.tasks.Lowering`).
+
+    Args:
+        networks: Built-in network names or ``module:callable`` specs
+            (``torchvision.models:googlenet``); a spec's workloads are named by its callable
+            (``googlenet/fused_conv2d...``).
+        target: The ``tvm.target.Target`` tasks are extracted for.
+        samples: Measurements wanted per workload.
+        split: ``heldout`` / ``train-networks`` or their ``-nhwc`` twins.
+        exclude: Structural hashes of tasks to leave out (a training split leaves out every
+            held-out task: :func:`heldout_hashes`).
+    """
     from tvm_ffi import structural_hash
 
-    split = "heldout" if layout == "NCHW" else "heldout-nhwc"
     seen: dict[int, Entry] = {}
     for net in networks:
-        for task in extract_tasks(load_network(net).relax_mod, target, Lowering(layout=layout)):
+        short = net.rsplit(":", 1)[-1]
+        lowering = Lowering(layout=split_layout(split))
+        for task in extract_tasks(_network(net).relax_mod, target, lowering):
             if not task.is_conv:
                 continue
             mod = task.extracted.dispatched[0]
             key = structural_hash(mod)
-            if key in seen:
-                seen[key].info["networks"].append(net)
+            if key in exclude:
                 continue
-            seen[key] = Entry(f"{net}/{task.name}", split, "network-conv", mod, samples,
-                              {"flops": task.flops, "networks": [net]})
+            if key in seen:
+                seen[key].info["networks"].append(short)
+                continue
+            seen[key] = Entry(f"{short}/{task.name}", split, "network-conv", mod, samples,
+                              {"flops": task.flops, "networks": [short]})
     return list(seen.values())
+
+
+def heldout_entries(networks: tuple[str, ...], target, samples: int,
+                    layout: str = "NCHW") -> list[Entry]:
+    """Every distinct convolution task of the held-out networks (:func:`network_entries`)."""
+    split = "heldout" if layout == "NCHW" else "heldout-nhwc"
+    return network_entries(networks, target, samples, split)
+
+
+def heldout_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
+    """The structural hashes of the held-out networks' convolution tasks in ``layout``: a
+    training split of network tasks leaves these out, so the held-out set stays unseen."""
+    from tvm_ffi import structural_hash
+
+    return {structural_hash(e.mod) for e in heldout_entries(networks, target, 1, layout)}
 
 
 def unpack(out_dir: str, work_dir: str) -> None:
@@ -231,7 +267,12 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
                 settings["tvm_threads"])
     plans: dict[str, list[Entry]] = {}
     for split in cfg.splits:
-        if split.startswith("train"):
+        if split.startswith("train-networks"):
+            layout = split_layout(split)
+            plans[split] = network_entries(
+                tuple(cfg.train_networks), info.target, cfg.train_networks_samples, split,
+                exclude=heldout_hashes(tuple(cfg.networks), info.target, layout))
+        elif split.startswith("train"):
             plans[split] = train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed,
                                          cfg.train_samples, info.target, split_layout(split))
         else:

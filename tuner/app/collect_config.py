@@ -21,10 +21,16 @@ from tuner.app.config import RunnerConfig
 DEFAULT_COLLECT_YAML = os.path.join(REPO_ROOT, "configs", "collect.yaml")
 #: ``train`` / ``heldout`` (NCHW, as networks are imported) and their NHWC twins: the
 #: training workloads of the 2-D kinds and the network convs as ``tune.py`` extracts them
-#: in its default layout.
-SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc")
+#: in its default layout; ``train-networks`` (and its NHWC twin): the conv tasks of other
+#: networks (``train_networks``), every task of a held-out network left out.
+SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc", "train-networks",
+          "train-networks-nhwc")
 DEFAULT_SPLITS = ("train", "heldout")
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
+#: Networks whose conv tasks make the ``train-networks`` split: none of the held-out four.
+TRAIN_NETWORKS = ("mobilenet-v2", "torchvision.models:resnet50",
+                  "torchvision.models:googlenet", "torchvision.models:mnasnet1_0",
+                  "torchvision.models:shufflenet_v2_x1_0")
 
 
 @dataclass
@@ -43,6 +49,8 @@ class CollectConfig:
     train_samples: int = 64
     heldout_samples: int = 96
     networks: list[str] = field(default_factory=lambda: list(NETWORKS))
+    train_networks: list[str] = field(default_factory=lambda: list(TRAIN_NETWORKS))
+    train_networks_samples: int = 48
     trials_per_round: int = 32
     limit: Optional[int] = None
     builder_timeout_sec: float = 30.0
@@ -55,8 +63,8 @@ class CollectConfig:
         Raises:
             ConfigError: A count that is not positive, or an unknown split.
         """
-        for key in ("train_samples", "heldout_samples", "per_kind", "other_per_kind",
-                    "trials_per_round"):
+        for key in ("train_samples", "heldout_samples", "train_networks_samples", "per_kind",
+                    "other_per_kind", "trials_per_round"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)!r}: must be a positive integer")
         unknown = set(self.splits) - set(SPLITS)
