@@ -118,9 +118,9 @@ def network_entries(networks: tuple[str, ...], target, samples: int, split: str,
     from tvm_ffi import structural_hash
 
     seen: dict[int, Entry] = {}
+    lowering = Lowering(layout=split_layout(split))
     for net in networks:
         short = net.rsplit(":", 1)[-1]
-        lowering = Lowering(layout=split_layout(split))
         for task in extract_tasks(_network(net).relax_mod, target, lowering):
             if not task.is_conv:
                 continue
