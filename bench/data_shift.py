@@ -69,12 +69,12 @@ def split_features(split_dir: str, cache_dir: str) -> dict[str, Group]:
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
 
-    from metatune.dataset import iter_replayed
+    from metatune.dataset import iter_replayed, split_fingerprint
     from tuner.engine.database import as_candidate
-    from tuner.models.xgb_transfer import _fingerprint, candidate_features
+    from tuner.models.xgb_transfer import candidate_features
 
     os.makedirs(cache_dir, exist_ok=True)
-    path = os.path.join(cache_dir, f"features-{_fingerprint(split_dir)}.npz")
+    path = os.path.join(cache_dir, f"features-{split_fingerprint(split_dir)}.npz")
     if os.path.isfile(path):
         return np.load(path, allow_pickle=True)["groups"].item()
     with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:

@@ -54,11 +54,15 @@ def relative_throughput(seconds: list[float]) -> list[float]:
     return [best / s for s in seconds]
 
 
-def _fingerprint(split_dir: str, mode: str) -> str:
-    h = hashlib.sha256(mode.encode())
+def split_fingerprint(split_dir: str, salt: str = "", with_mtime: bool = False) -> str:
+    """A cache key of a split's files: their names and sizes (and modification times with
+    ``with_mtime``), and ``salt`` (what the cache holds of them, e.g. a graph mode)."""
+    h = hashlib.sha256(salt.encode())
     for name in sorted(os.listdir(split_dir)):
         st = os.stat(os.path.join(split_dir, name))
-        h.update(f"{name}:{st.st_size}:{int(st.st_mtime)}".encode())
+        h.update(f"{name}:{st.st_size}".encode())
+        if with_mtime:
+            h.update(f":{int(st.st_mtime)}".encode())
     return h.hexdigest()[:16]
 
 
@@ -86,7 +90,7 @@ def load_split(split_dir: str, mode: str, cache_dir: str | None = None,
     if cache_dir:
         os.makedirs(cache_dir, exist_ok=True)
         cache = os.path.join(cache_dir, f"{os.path.basename(split_dir)}-{mode}-"
-                             f"{_fingerprint(split_dir, mode)}.pt")
+                             f"{split_fingerprint(split_dir, mode, with_mtime=True)}.pt")
         if os.path.exists(cache):
             return torch.load(cache, weights_only=False)
     out = _encode_split(split_dir, mode, min_samples)

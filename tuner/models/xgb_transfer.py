@@ -13,7 +13,6 @@ workload of the dataset's training split, and :class:`XferXGBModel` is MetaSched
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 
@@ -21,7 +20,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import XGBModel  # a derived object: subclass ._cls
 
-from metatune.dataset import iter_replayed
+from metatune.dataset import iter_replayed, split_fingerprint
 from metatune.errors import MetaTuneError
 from tuner.engine.database import as_candidate
 
@@ -81,14 +80,6 @@ def train_base_booster(split_dir: str, target, num_cores: int):
     return model.booster
 
 
-def _fingerprint(split_dir: str) -> str:
-    h = hashlib.sha256()
-    for name in sorted(os.listdir(split_dir)):
-        st = os.stat(os.path.join(split_dir, name))
-        h.update(f"{name}:{st.st_size}".encode())
-    return h.hexdigest()[:16]
-
-
 def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
     """The xgb-Xfer base model of a split, trained once and cached.
 
@@ -107,7 +98,7 @@ def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
         raise XferError(f"{split_dir}/meta.json not found: xgb-Xfer pre-trains on the "
                         "dataset's training split (python collect.py run)")
     os.makedirs(cache_dir, exist_ok=True)
-    path = os.path.join(cache_dir, f"xgb-xfer-{_fingerprint(split_dir)}.json")
+    path = os.path.join(cache_dir, f"xgb-xfer-{split_fingerprint(split_dir)}.json")
     if os.path.isfile(path):
         booster = xgb.Booster()
         try:
