@@ -19,9 +19,18 @@ diagnostic: the held-out convs are never trained on for a shipped model; the que
 whether network-like training workloads (other networks' convs) would rank better than the
 generated ones. No measurement is made; the run times are the dataset's own.
 
+With ``--gcn NETWORK...`` the same question is asked of MetaTune's GCN, with its own
+recipe and metrics: ``train.py`` (pre-training + MAML, defaults) on the training split plus
+the held-out convs of every network not named (a derived dataset under ``--work``: links
+to the data, the held-out split's ``meta.json`` pruned), then ``model_accuracy.py
+--networks NETWORK...`` scores the named networks' convs at k = 0..64 beside the shipped
+checkpoint (trained on the training split alone), xgb and xgb-Xfer. Resumable: a fold's
+checkpoint is kept and reused.
+
 Usage:
     python bench/data_shift.py                      # data/llvm-icelake-server, ~7 minutes
     python bench/data_shift.py --data data/llvm-znver4 --train-data data/llvm-icelake-server
+    python bench/data_shift.py --gcn alexnet vgg-16  # one fold: ~20 min training, ~5 scoring
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections import defaultdict
 
@@ -41,6 +51,8 @@ from metatune import metrics  # noqa: E402
 from metatune.config import DEFAULT_DATA_DIR  # noqa: E402
 
 SOURCES = ("generated", "other-networks", "both")
+#: The derived dataset's split of the other networks' held-out convs (``--gcn``).
+OTHERS_SPLIT = "train-other-networks"
 #: One workload's per-store features (one array per schedule) and measured seconds.
 Group = tuple[list[np.ndarray], np.ndarray]
 
@@ -54,6 +66,18 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                                         "(default: --data)")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/data-shift")
+    p.add_argument("--gcn", nargs="+", metavar="NETWORK",
+                   help="train the GCN on the training split plus every other network's "
+                        "held-out convs and score these networks' convs (see above)")
+    p.add_argument("--graph", default="super", choices=("super", "plain"),
+                   help="--gcn: the graph mode trained and compared")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="--gcn: model_accuracy.py's seeds")
+    p.add_argument("--work", default="work/data-shift",
+                   help="--gcn: where the derived datasets and fold checkpoints are kept")
+    p.add_argument("train_overrides", nargs="*",
+                   help="--gcn: train.py overrides for the fold's training, after '--' "
+                        "(e.g. --gcn alexnet -- meta.steps=0)")
     return p.parse_args(argv)
 
 
@@ -164,9 +188,86 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def fold_data_dir(data: str, left_out: list[str], root: str) -> str:
+    """A dataset to train on without ``left_out``'s convs: ``train`` (a link to ``data``'s)
+    and :data:`OTHERS_SPLIT`, the held-out split's files linked with a ``meta.json`` that
+    lists only the other networks' workloads (records of unlisted workloads are skipped
+    when a split is read). Rewritten only when it changes, so the graph cache holds.
+
+    Args:
+        data: ``data/<platform>`` with ``train`` and ``heldout``.
+        left_out: Networks whose convs are left out (``meta.json``'s ``networks``).
+        root: Where the fold's dataset goes (``<root>/<networks joined by '-'>``).
+
+    Raises:
+        SystemExit: A network the held-out split has no workload of.
+    """
+    heldout = os.path.abspath(os.path.join(data, "heldout"))
+    with open(os.path.join(heldout, "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    known = {n for w in meta["workloads"] for n in w.get("networks", [])}
+    if set(left_out) - known:
+        raise SystemExit(f"--gcn {' '.join(sorted(set(left_out) - known))}: not a network of "
+                         f"{heldout} (its networks: {', '.join(sorted(known))})")
+    fold = os.path.join(root, "-".join(sorted(left_out)))
+    others = os.path.join(fold, OTHERS_SPLIT)
+    os.makedirs(others, exist_ok=True)
+    links = {os.path.join(fold, "train"): os.path.abspath(os.path.join(data, "train"))}
+    links.update({os.path.join(others, name): os.path.join(heldout, name)
+                  for name in os.listdir(heldout) if name != "meta.json"})
+    for link, target in links.items():
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+    meta["split"] = OTHERS_SPLIT
+    meta["workloads"] = [w for w in meta["workloads"]
+                         if not set(w.get("networks", [])) & set(left_out)]
+    text = json.dumps(meta, indent=1)
+    path = os.path.join(others, "meta.json")
+    if not os.path.isfile(path) or open(path, encoding="utf-8").read() != text:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return fold
+
+
+def train_fold(fold: str, graph: str, overrides: list[str]) -> str:
+    """Train ``train.py``'s recipe on a :func:`fold_data_dir` dataset (both its splits);
+    a checkpoint already there is reused. Returns the checkpoint's path."""
+    from lightning_modules.app import load_train_config, run_train
+
+    ckpt = os.path.join(fold, f"{graph}.ckpt")
+    if not os.path.isfile(ckpt):
+        run_train(load_train_config(overrides=[
+            f"data_dir={fold}", f"data.splits=[train,{OTHERS_SPLIT}]", f"graph={graph}",
+            f"out={ckpt}", f"log_dir={os.path.join(fold, 'runs')}", *overrides]))
+    return ckpt
+
+
+def gcn_fold(args: argparse.Namespace, command: str) -> None:
+    """``--gcn``: train the fold's GCN and score the left-out networks' convs beside the
+    shipped checkpoint (``model_accuracy.py --networks``; the page records ``command``)."""
+    import model_accuracy
+    from metatune.config import default_checkpoint
+
+    fold = fold_data_dir(args.data, args.gcn, args.work)
+    ckpt = train_fold(fold, args.graph, args.train_overrides)
+    dataset = os.path.basename(os.path.normpath(args.data))
+    nets = "-".join(sorted(args.gcn))
+    model_accuracy.main([
+        "--data", args.data, "--networks", *args.gcn, "--seeds", *map(str, args.seeds),
+        "--model", f"{args.graph}-generated={default_checkpoint(dataset, graph=args.graph)}",
+        "--model", f"{args.graph}-generated+other-networks={ckpt}",
+        "--cache-dir", args.cache_dir, "--out", f"{args.out}-gcn-{nets}",
+        "--title", f"Held-out convs of {', '.join(args.gcn)}: the GCN trained with and "
+                   "without the other networks' convs"],
+        command=command)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     os.chdir(REPO)
+    if args.gcn:
+        return gcn_fold(args, "python bench/data_shift.py " + shlex.join(
+            sys.argv[1:] if argv is None else argv))
     train_data = args.train_data or args.data
     for path in (os.path.join(train_data, "train"), os.path.join(args.data, "heldout")):
         if not os.path.isfile(os.path.join(path, "meta.json")):

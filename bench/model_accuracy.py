@@ -67,6 +67,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ks", type=int, nargs="+", default=[0, 8, 16, 32, 64])
     p.add_argument("--query", type=int, default=32, help="query candidates per workload")
     p.add_argument("--limit", type=int, default=None, help="first N held-out workloads only")
+    p.add_argument("--networks", nargs="+", default=None, metavar="NETWORK",
+                   help="score only these networks' held-out convs (meta.json's networks)")
     p.add_argument("--adapt-steps", type=int, default=None,
                    help="override every checkpoint's adaptation steps")
     p.add_argument("--adapt-lr", type=float, default=None,
@@ -88,9 +90,10 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _markdown(doc: dict) -> str:
     split = doc.get("split", "heldout")
-    where = (f"{doc['workloads']} held-out workloads (conv tasks of alexnet, resnet-18, "
-             "vgg-16, squeezenet" + (" in NHWC, as tune.py extracts them by default"
-                                      if split == "heldout-nhwc" else "")
+    nets = ", ".join(doc.get("networks") or ["alexnet", "resnet-18", "vgg-16", "squeezenet"])
+    where = (f"{doc['workloads']} held-out workloads (conv tasks of {nets}"
+             + (" in NHWC, as tune.py extracts them by default"
+                if split == "heldout-nhwc" else "")
              + "; never trained on)"
              if split.startswith("heldout") else
              f"{doc['workloads']} validation workloads of the training split (the "
@@ -137,6 +140,25 @@ def data_target(split_dir: str) -> str:
         return "llvm"
     keep = ("kind", "mcpu", "mtriple", "mattr", "arch", "num-cores")
     return json.dumps({k: spec[k] for k in keep if k in spec})
+
+
+def network_workloads(split_dir: str, networks: list[str]) -> list[str]:
+    """The workloads of a held-out split that belong to any of ``networks`` (``meta.json``'s
+    ``networks`` of each entry).
+
+    Raises:
+        SystemExit: A network the split has no workload of (the message lists them).
+    """
+    from metatune.dataset import workload_order
+
+    order = workload_order(split_dir)
+    known = sorted({n for w in order for n in w.get("networks", [])})
+    unknown = sorted(set(networks) - set(known))
+    if unknown:
+        raise SystemExit(f"--networks {' '.join(unknown)}: {split_dir} has no workload of "
+                         f"{'it' if len(unknown) == 1 else 'them'}; its networks: "
+                         f"{', '.join(known) or 'none'}")
+    return [w["name"] for w in order if set(w.get("networks", [])) & set(networks)]
 
 
 def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], list[str]]:
@@ -233,8 +255,9 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
             os.path.join(args.data, sp), modes, min_samples=args.query + max(args.ks),
             names=names)][:args.limit]
     else:
+        names = network_workloads(split_dir, args.networks) if args.networks else None
         workloads = load_eval_workloads(split_dir, modes, min_samples=args.query + max(args.ks),
-                                        limit=args.limit)
+                                        limit=args.limit, names=names)
     if not workloads:
         raise SystemExit(f"no {args.split} workload has {args.query + max(args.ks)} valid "
                          "samples: lower --query or the largest of --ks")
@@ -278,7 +301,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         "train_data": args.train_data or args.data,
         "target": info.description,
         "runtime": runtime_info(info.num_cores), "cpu_flags": simd_flags(),
-        "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
+        "workloads": len(workloads), "networks": args.networks, "query": args.query,
+        "seeds": args.seeds,
         "notes": notes,
         "adapt": {name: m.inner.cfg.to_dict() for name, m in models.items()},
         "seconds": round(time.perf_counter() - start, 1),

@@ -30,7 +30,7 @@ from common import REPO, provenance, write_results
 
 sys.path.insert(0, REPO)
 from metatune import metrics  # noqa: E402
-from metatune.dataset import read_workload_json  # noqa: E402
+from metatune.dataset import workload_entries  # noqa: E402
 from metatune.records import iter_records  # noqa: E402
 
 
@@ -57,9 +57,7 @@ def measured_times(split_dir: str) -> tuple[dict[str, dict[str, float]], str]:
     """
     with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
-    by_hash = {w["shash"]: w["name"] for w in meta["workloads"]}
-    names = [by_hash.get(str(entry[0])) if entry else None
-             for entry in read_workload_json(split_dir)]
+    names = [info["name"] if info else None for info, _ in workload_entries(split_dir)]
     times: dict[str, dict[str, float]] = {}
     for rec in iter_records(split_dir):
         name = names[rec.workload] if rec.workload < len(names) else None

@@ -99,6 +99,15 @@ def load_split(split_dir: str, mode: str, cache_dir: str | None = None,
     return out
 
 
+def workload_entries(split_dir: str) -> list[tuple[dict | None, list | None]]:
+    """The database's workloads in file order (a record's ``workload`` index is a position
+    here), each with its ``meta.json`` entry: ``(info, workload JSON)``; ``info`` is ``None``
+    for a workload ``meta.json`` does not list, both are ``None`` for a corrupt line."""
+    by_hash = {w["shash"]: w for w in workload_order(split_dir)}
+    return [(by_hash.get(str(entry[0])), entry) if entry else (None, None)
+            for entry in read_workload_json(split_dir)]
+
+
 @dataclass
 class Replayed:
     """One valid measured record, replayed on its workload.
@@ -130,12 +139,8 @@ def iter_replayed(split_dir: str, names: Collection[str] | None = None
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
-    with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
-        meta = json.load(f)
-    by_hash = {w["shash"]: w for w in meta["workloads"]}
     workloads: dict[int, tuple] = {}
-    for i, entry in enumerate(read_workload_json(split_dir)):
-        info = by_hash.get(str(entry[0])) if entry else None
+    for i, (info, entry) in enumerate(workload_entries(split_dir)):
         if info is not None and (names is None or info["name"] in names):
             workloads[i] = (info, Workload.from_json(entry))
     stats = ReadStats()

@@ -99,3 +99,42 @@ def test_data_shift_leaves_each_network_out_and_pools_the_scores():
     assert "| **all** | 3 |" in data_shift.markdown(
         {"command": "c", "date": "d", "machine": "m", "data": "x", "heldout_target": "t",
          "train_data": "x", "results": out})
+
+
+def _heldout(root, workloads: list[tuple[str, list[str]]]) -> str:
+    """A fake ``data/<platform>`` with a ``train`` and a ``heldout`` split (meta + a file)."""
+    for split in ("train", "heldout"):
+        (root / split).mkdir(parents=True)
+        (root / split / "database_tuning_record.json.gz").write_bytes(b"")
+    meta = {"split": "heldout", "workloads": [{"name": n, "networks": nets, "shash": str(i)}
+                                              for i, (n, nets) in enumerate(workloads)]}
+    (root / "heldout" / "meta.json").write_text(json.dumps(meta))
+    return str(root)
+
+
+def test_networks_pick_their_heldout_convs_and_an_unknown_one_is_named(tmp_path):
+    data = _heldout(tmp_path, [("a/c1", ["a"]), ("b/c1", ["b", "c"]), ("d/c1", ["d"])])
+    split = os.path.join(data, "heldout")
+    assert model_accuracy.network_workloads(split, ["c", "a"]) == ["a/c1", "b/c1"]
+    with pytest.raises(SystemExit, match="no workload of it; its networks: a, b, c, d"):
+        model_accuracy.network_workloads(split, ["vgg"])
+
+
+def test_a_fold_trains_on_the_other_networks_convs_only(tmp_path):
+    import data_shift
+
+    data = _heldout(tmp_path / "data", [("a/c1", ["a"]), ("b/c1", ["b"]), ("s/c1", ["a", "s"])])
+    fold = data_shift.fold_data_dir(data, ["a"], str(tmp_path / "work"))
+    others = os.path.join(fold, data_shift.OTHERS_SPLIT)
+    with open(os.path.join(others, "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    assert [w["name"] for w in meta["workloads"]] == ["b/c1"]  # a's, shared ones too, gone
+    assert meta["split"] == data_shift.OTHERS_SPLIT
+    assert os.path.realpath(os.path.join(fold, "train")) == os.path.realpath(
+        os.path.join(data, "train"))
+    assert os.path.islink(os.path.join(others, "database_tuning_record.json.gz"))
+    stamp = os.stat(os.path.join(others, "meta.json")).st_mtime_ns
+    assert data_shift.fold_data_dir(data, ["a"], str(tmp_path / "work")) == fold
+    assert os.stat(os.path.join(others, "meta.json")).st_mtime_ns == stamp  # cache holds
+    with pytest.raises(SystemExit, match="not a network of"):
+        data_shift.fold_data_dir(data, ["vgg"], str(tmp_path / "work"))
