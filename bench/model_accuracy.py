@@ -100,10 +100,10 @@ def _markdown(doc: dict) -> str:
              "checkpoints'; not trained on, used to choose settings)")
     lines = [f"# {doc['title']}", "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
-             f"- machine: {doc['machine']}, flags {' '.join(doc.get('cpu_flags', []))}; "
-             f"target `{doc.get('target')}`; threads {doc.get('runtime')}",
-             f"- data: `{doc.get('data')}` (the runs were measured there; the "
-             "accuracy itself is computed from the recorded run times)",
+             f"- machine: {doc['machine']}",
+             f"- data: `{doc.get('data')}` (the runs were measured there, for "
+             f"`{doc.get('target')}`; the accuracy itself is computed from the recorded "
+             "run times)",
              *([f"- across platforms: xgb-Xfer's base model is trained on "
                 f"`{doc['train_data']}`, not on this data, as are checkpoints trained "
                 "there; every method adapts on this data's k samples"]
