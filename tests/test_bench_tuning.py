@@ -33,6 +33,7 @@ def test_tune_tasks_measures_rounds_and_removes_its_work_dir(conv_task, tmp_path
     outcome, rounds, curves, cfg = common.tune_tasks(
         [conv_task], [*SMALL, "trials=16", "trials_per_round=8"], prefix="bench-test-")
     assert outcome.trials_run == 16 and outcome.best_ms[0] > 0 and cfg.trials == 16
+    assert outcome.trials_per_task == [16]
     assert [r["trial"] for r in rounds] == [8, 16]
     assert [c["trial"] for c in curves] == [8, 16]
     assert curves[-1]["task_best_ms"] == pytest.approx(outcome.best_ms[0])

@@ -116,6 +116,7 @@ class ProgressMonitor:
         self.best = list(best_seconds)
         self.trials_before = int(trials_before)
         self.done = 0
+        self.per_task = [0] * len(self.task_names)
         self.writer = writer
         self.curve_path = os.path.join(work_dir, CURVE_FILE)
         self.start = time.perf_counter()
@@ -136,6 +137,7 @@ class ProgressMonitor:
         if valid and (self.best[task_id] is None or min(valid) < self.best[task_id]):
             self.best[task_id] = min(valid)
         self.done += len(runner_results)
+        self.per_task[task_id] += len(runner_results)
         step = self.trials_before + self.done
         network = self.estimated_network_seconds()
         entry = {

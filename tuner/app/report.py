@@ -51,9 +51,10 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
         "predict_seconds": round(outcome.predict_seconds, 2),
         "tasks": [
             {"name": t.name, "flops": t.flops, "weight": t.weight, "args": t.arg_shapes,
-             "best_ms": b, "schedule": source}
-            for t, b, source in zip(tasks, outcome.best_ms,
-                                    schedule_sources(tasks, database, work_dir))
+             "best_ms": b, "schedule": source, "trials": n}
+            for t, b, source, n in zip(tasks, outcome.best_ms,
+                                       schedule_sources(tasks, database, work_dir),
+                                       outcome.trials_per_task or [None] * len(tasks))
         ],
         "notes": network.notes,
         "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},

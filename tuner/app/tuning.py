@@ -50,6 +50,8 @@ class TuningOutcome:
         failures: Measurements of this run that failed (build or run).
         best_ms: Best run time per task after tuning (``None`` if none valid).
         errors: The most common failure messages with their counts.
+        trials_per_task: Measurements made by this run, per task (a task whose search
+            space runs out of new candidates gets fewer than its share).
     """
 
     trials_before: int
@@ -61,6 +63,7 @@ class TuningOutcome:
     rounds: dict = field(default_factory=dict)
     predicted: list[str] = field(default_factory=list)
     predict_seconds: float = 0.0
+    trials_per_task: list[int] = field(default_factory=list)
 
 
 def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig | None = None,
@@ -410,6 +413,7 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
         best_ms=[None if b is None else b * 1e3 for b in progress.best],
         errors=failures.errors.most_common(5),
         rounds=rounds.summary(),
+        trials_per_task=list(progress.per_task),
     )
     _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
                   lambda: session.cost_model)
