@@ -127,6 +127,10 @@ def test_network_seeds_have_their_own_records_and_rows_take_medians(tmp_path):
     assert row["seeds"] == [0, 1, 2] and row["tuned_ms_per_seed"] == [30.0, 20.0, 45.0]
     assert row["tuned_ms"] == 30.0 and row["speedup_over_untuned"] == 30.0
     assert row["tuning_minutes"] == 2.0 and row["tasks_measured"] == 1
+    assert row["over_eager_by_seed"] == {0: 2.0, 1: 20.0 / 15.0, 2: 3.0}
+    # with timing windows, the median of each tuned window over the eager one beside it
+    windows = {"tuned": [10.0, 12.0, 30.0], "torch": [20.0, 20.0, 20.0]}
+    assert stats.over_eager(dict(report(0, 30.0), latency_windows_ms=windows)) == 0.6
     assert "about 1.0 rounds per measured task" in page._rounds_note([row])
 
 
@@ -203,6 +207,15 @@ def test_losses_and_pytorch_bullets_for_networks():
     assert page.versus_pytorch(rows) == ["- alexnet: the fastest TVM build (xgb-Xfer, 30.00 ms) "
                                        "takes 1.88x PyTorch eager's (16.00 ms) and 2.14x "
                                        "torch.compile's (14.00 ms)"]
+    rows[0]["over_eager"], rows[2]["over_eager"] = 0.6, 0.75
+    rows[0]["torch_compile_over_eager"] = 0.8
+    assert page.versus_pytorch(rows) == [
+        "- alexnet: the fastest TVM build (xgb, 40.00 ms) takes 0.60x the latency of PyTorch "
+        "eager timed beside it; torch.compile took 0.80x eager's beside it, so the build "
+        "takes 0.75x torch.compile's"]
+    assert page.losses(doc)[1] == ("- alexnet end to end, over PyTorch eager timed beside each "
+                                   "build: meta-BO-T 0.750x eager is behind xgb 0.600x eager "
+                                   "(1.250x)")
     assert page.losses({"presets": ["meta-BO-T"], "summary": {}, "networks": rows}) == [
         "- nothing to compare yet"]
 
@@ -241,8 +254,10 @@ def test_headlines_set_the_papers_claims_beside_ours():
     runs = [_run(p, 0, [[16, ms]]) for p, ms in (("xgb", 2.0), ("RL", 2.2), ("meta-BO-T", 1.6),
                                                   ("meta-RL", 2.0))]
     summary = stats.summarize(runs, ["xgb", "RL", "meta-BO-T", "meta-RL"], 16, 16)
-    nets = [{"network": "a", "preset": "xgb", "tuned_ms_by_seed": {0: 10.0}},
-            {"network": "a", "preset": "meta-BO-T", "tuned_ms_by_seed": {0: 8.0}},
+    nets = [{"network": "a", "preset": "xgb", "tuned_ms_by_seed": {0: 10.0},
+             "over_eager_by_seed": {0: 0.5}},
+            {"network": "a", "preset": "meta-BO-T", "tuned_ms_by_seed": {0: 8.0},
+             "over_eager_by_seed": {0: 0.625}},  # faster, but timed on a faster machine
             {"network": "b", "preset": "xgb", "tuned_ms_by_seed": {0: 10.0, 1: 20.0}},
             {"network": "b", "preset": "meta-BO-T", "tuned_ms_by_seed": {0: 12.5, 1: 25.0}}]
     rows = {(h["preset"], h["against"]): h for h in stats.headlines(summary, nets)}
@@ -252,12 +267,15 @@ def test_headlines_set_the_papers_claims_beside_ours():
     # end to end: 1.25x on one network, 0.8x on the other: no gain overall, 1 of 2 faster
     assert bo_xgb["networks_pct"] == pytest.approx(0.0, abs=1e-9)
     assert (bo_xgb["networks_faster"], bo_xgb["networks"]) == (1, 2)
+    assert bo_xgb["networks_eager_pct"] == pytest.approx(-20.0)
+    assert (bo_xgb["networks_eager_faster"], bo_xgb["networks_eager"]) == (0, 1)
     assert rows[("meta-RL", "RL")]["kernels_pct"] == pytest.approx(10.0)
     assert rows[("meta-RL", "RL")]["networks_pct"] is None  # no network tuned by both
     text = page.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
                           "batch": 16, "seeds": [0], "summary": {}, "headlines":
                           list(rows.values())})
-    assert "| meta-BO-T | xgb | +8 % | +0.0 % (1 of 2) | +25.0 % (1 of 1) |" in text
+    assert ("| meta-BO-T | xgb | +8 % | +0.0 % (1 of 2) | -20.0 % (0 of 1) | "
+            "+25.0 % (1 of 1) |") in text
 
 
 def test_each_platform_has_its_own_runs_dir(monkeypatch):

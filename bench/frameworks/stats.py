@@ -248,27 +248,56 @@ def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
     network's or task's ratio the median over seeds of the two runs' ratio; with how many
     it was faster on.
 
+    ``networks_eager`` is the same end to end, from each build's latency over PyTorch
+    eager's timed alternately beside it (:func:`network_rows`' ``over_eager_by_seed``): a
+    group's runs follow one another over an hour or two, and a shared machine's speed
+    drifts in that time (resnet-18's eager latency rose from 18.5 to 23.4 ms within its
+    group on 2026-12-03); the ratio to eager divides that drift out.
+
     Returns:
         ``[{"preset", "against", "paper_pct", "networks_pct", "networks_faster",
-        "networks", "kernels_pct", "kernels_faster", "kernels"}]`` (a ``_pct`` is ``None``
-        when nothing was run by both).
+        "networks", "networks_eager_pct", "networks_eager_faster", "networks_eager",
+        "kernels_pct", "kernels_faster", "kernels"}]`` (a ``_pct`` is ``None`` when nothing
+        was run by both).
     """
     out = []
     for preset, against, paper in PAPER_HEADLINES:
         kernels = [r for t in summary.values() if preset in t and against in t
                    if (r := paired_ratio(t[against], t[preset])) is not None]
-        tuned = {(r["network"], r["preset"]): r.get("tuned_ms_by_seed") or {}
-                 for r in networks or []}
-        nets = [ratio for (n, p), mine in tuned.items() if p == preset
-                if (ratio := median([tuned[(n, against)][s] / v for s, v in mine.items()
-                                     if v and tuned.get((n, against), {}).get(s)]))]
         row = {"preset": preset, "against": against, "paper_pct": paper}
-        for key, ratios in (("networks", nets), ("kernels", kernels)):
+        for key, ratios in (
+                ("networks", _network_ratios(networks, preset, against, "tuned_ms_by_seed")),
+                ("networks_eager",
+                 _network_ratios(networks, preset, against, "over_eager_by_seed")),
+                ("kernels", kernels)):
             row[f"{key}_pct"] = 100.0 * (geomean(ratios) - 1.0) if ratios else None
             row[f"{key}_faster"] = sum(r > 1.0 for r in ratios)
             row[key] = len(ratios)
         out.append(row)
     return out
+
+
+def _network_ratios(networks: list[dict] | None, preset: str, against: str,
+                    key: str) -> list[float]:
+    """Per network both presets tuned, the median over their common seeds of ``against``'s
+    value over ``preset``'s (``key``: a :func:`network_rows` per-seed mapping)."""
+    values = {(r["network"], r["preset"]): r.get(key) or {} for r in networks or []}
+    return [ratio for (n, p), mine in values.items() if p == preset
+            if (ratio := median([values[(n, against)][s] / v for s, v in mine.items()
+                                 if v and values.get((n, against), {}).get(s)]))]
+
+
+def over_eager(report: dict) -> float | None:
+    """A network run's tuned latency over PyTorch eager's, timed beside it: the median of
+    the ratios of each tuned timing window to the eager window next to it (the report's
+    ``latency_windows_ms``, timed alternately), else of the two medians."""
+    windows = report.get("latency_windows_ms") or {}
+    pairs = [t / e for t, e in zip(windows.get("tuned") or [], windows.get("torch") or [])
+             if t and e]
+    if pairs:
+        return median(pairs)
+    lat = report.get("latency_ms") or {}
+    return lat["tuned"] / lat["torch"] if lat.get("tuned") and lat.get("torch") else None
 
 
 def paired_ratio(num: dict, den: dict, key: str = "final_over_xgb_per_seed") -> float | None:
@@ -307,6 +336,9 @@ def network_rows(reports: list[dict]) -> list[dict]:
     rows = []
     compiled = {r["network"]: r["latency_ms"].get("torch_compile") for r in reports
                 if r["latency_ms"].get("torch_compile")}
+    compiled_over_eager = {r["network"]: r["latency_ms"]["torch_compile"] / r["latency_ms"]["torch"]
+                           for r in reports if r["latency_ms"].get("torch_compile")
+                           and r["latency_ms"].get("torch")}
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in reports:
         groups.setdefault((r["network"], r["preset"]), []).append(r)
@@ -322,10 +354,14 @@ def network_rows(reports: list[dict]) -> list[dict]:
             "tuned_ms_per_seed": [x["tuned"] for x in lat],
             "tuned_ms_by_seed": {r.get("config", {}).get("seed") or 0: r["latency_ms"]["tuned"]
                                  for r in runs if r["latency_ms"].get("tuned")},
+            "over_eager": median([v for r in runs if (v := over_eager(r)) is not None]),
+            "over_eager_by_seed": {r.get("config", {}).get("seed") or 0: v for r in runs
+                                   if (v := over_eager(r)) is not None},
             "targets": [r.get("target") for r in runs],
             "untuned_ms": median([x["untuned"] for x in lat]),
             "torch_ms": median([x["torch"] for x in lat]),
             "torch_compile_ms": compiled.get(network),
+            "torch_compile_over_eager": compiled_over_eager.get(network),
             "speedup_over_untuned": median([x["untuned"] / x["tuned"] for x in lat
                                             if x["tuned"] and x["untuned"]]),
             "tuning_minutes": median([r["tuning_seconds"] / 60.0 for r in runs]),
