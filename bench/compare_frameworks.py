@@ -38,6 +38,11 @@ Usage:
     python bench/compare_frameworks.py                  # a few hours; resumable
     python bench/compare_frameworks.py --networks alexnet resnet-18 squeezenet vgg-16 \
         --network-rounds 3                              # and the networks end to end
+    python bench/retime_networks.py --network alexnet   # then each group side by side
+
+A network group's runs follow one another for an hour or more, each timing its own build
+at its end; ``retime_networks.py`` times the group's builds again together, in one
+process, and the page shows those latencies too when their records exist.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ import sys
 from common import REPO, machine_lines, provenance, write_results
 from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
-                             run_tasks, source_lines, tune_networks)
+                             run_tasks, side_by_side, source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
                               network_rows, overall, summarize)
@@ -171,6 +176,7 @@ def main() -> None:
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,
+           "side_by_side": side_by_side(args) if args.networks else [],
            "network_runs_done": len(finished), "network_seeds": args.network_seeds,
            "network_budget": network_budget(args).words if args.networks else None,
            "networks_planned": len(args.networks) * len(args.presets) * len(args.network_seeds)}

@@ -420,3 +420,15 @@ def test_a_group_is_read_where_it_is_whole(tmp_path):
     assert plan.group_dir(str(own), [str(other)], names) == str(other)
     (own / names[1]).write_text("{}")
     assert plan.group_dir(str(own), [str(other)], names) == str(own)
+
+
+def test_side_by_side_section_lists_each_build_over_xgb():
+    rec = {"network": "alexnet", "seed": 0, "date": "2026-12-03T09:00:00+00:00",
+           "target": "llvm -mcpu=x (2 cores)", "runtime": {"tvm_threads": 2, "torch_threads": 2},
+           "timing": {"windows": 10, "min_window_ms": 200.0},
+           "latency_ms": {"xgb": 10.0, "meta-BO-T": 9.0, "torch": 13.0},
+           "runs": {"xgb": {"tuned_ms_in_run": 10.6}, "meta-BO-T": {"tuned_ms_in_run": 11.6}}}
+    lines = page.side_by_side_lines([rec])
+    assert "| alexnet | 0 | meta-BO-T | 9.00 | 0.900 | 11.60 |" in lines
+    assert "| alexnet | 0 | PyTorch eager | 13.00 | 1.300 | - |" in lines
+    assert any("TVM 2 / PyTorch 2 threads" in line for line in lines)

@@ -108,3 +108,32 @@ def test_the_profile_splits_the_network_into_its_tasks_and_the_rest(starved, tmp
     assert doc["runtime"]["tvm_threads"] == doc["runtime"]["num_cores"]
     page = (tmp_path / "profile.md").read_text()
     assert all(f"| {name} |" in page for name in weights)
+
+
+def test_retime_times_a_groups_builds_side_by_side(starved, tmp_path, monkeypatch):
+    import json
+    import shutil
+    import sys
+
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "bench"))
+    import retime_networks
+
+    work, _ = starved
+    root = tmp_path / "work"
+    for preset in ("xgb", "meta-BO-T"):
+        shutil.copytree(work, root / f"net-tiny-{preset}-r3")
+    argv = ["retime_networks.py", "--network", "tiny", "--presets", "xgb", "meta-BO-T",
+            "--work-root", str(root), "--runs-dir", str(tmp_path / "runs"),
+            "--rounds", "2", "--windows", "2", "--min-window-ms", "5"]
+    monkeypatch.setattr(sys, "argv", argv)
+    retime_networks.main()
+    record = json.loads((tmp_path / "runs" / "retime-tiny-r3.json").read_text())
+    assert set(record["latency_ms"]) == {"xgb", "meta-BO-T", "torch"}
+    assert all(len(w) == 2 for w in record["latency_windows_ms"].values())
+    assert record["over_xgb"]["xgb"] == 1.0 and max(record["check_error"].values()) < 1e-3
+    assert record["runtime"]["tvm_threads"] >= 1 and record["runs"]["xgb"]["trials"] == 3
+    # a preset whose run is missing: say which, and what to run
+    monkeypatch.setattr(sys, "argv", argv[:4] + ["RL", *argv[6:]])
+    with pytest.raises(SystemExit, match="RL run has not finished"):
+        retime_networks.main()

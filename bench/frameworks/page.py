@@ -118,6 +118,40 @@ def versus_pytorch(rows: list[dict]) -> list[str]:
     return out
 
 
+def side_by_side_lines(records: list[dict]) -> list[str]:
+    """The section of the networks' builds timed side by side (``retime_networks.py``): per
+    network and seed, each preset's latency in one process, over xgb's, beside the latency
+    its own run measured at its end.
+
+    Args:
+        records: The ``retime-*.json`` records.
+    """
+    lines = ["## End to end, every build timed side by side", "",
+             "Each group's builds compiled again from their runs' databases and timed in one "
+             "process, in alternating rounds with PyTorch eager (`python "
+             "bench/retime_networks.py --network NET`), so the machine's drift between the "
+             "runs does not enter the ratios.", "",
+             "| network | seed | framework | ms side by side | vs xgb | ms in its own run |",
+             "|---|---|---|---|---|---|"]
+    for rec in records:
+        lat = rec["latency_ms"]
+        base = lat.get("xgb")
+        for preset, ms in lat.items():
+            run = rec.get("runs", {}).get(preset, {})
+            lines.append(
+                f"| {rec['network']} | {rec['seed']} | "
+                f"{'PyTorch eager' if preset == 'torch' else preset} | {ms:.2f} | "
+                f"{_fmt(ms / base if base else None)} | "
+                f"{_fmt(run.get('tuned_ms_in_run'), '.2f')} |")
+    lines.append("")
+    lines += [f"- {rec['network']} seed {rec['seed']}: timed {rec['date'][:16]} UTC on "
+              f"`{rec['target']}`, TVM {rec['runtime']['tvm_threads']} / PyTorch "
+              f"{rec['runtime']['torch_threads']} threads, {rec['timing']['windows']} windows "
+              f"of at least {rec['timing']['min_window_ms']:.0f} ms per build"
+              for rec in records]
+    return [*lines, ""]
+
+
 #: Runs measured before this moment ran TVM on half the cores (tuner/engine/runtime.py).
 THREADS_FIXED = "2026-11-30T16:00:00+00:00"
 
@@ -263,6 +297,8 @@ def markdown(doc: dict) -> str:
                   "(the others keep TVM's default schedule)." + _rounds_note(doc["networks"]), ""]
         if doc.get("png_networks"):
             lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]
+    if doc.get("side_by_side"):
+        lines += side_by_side_lines(doc["side_by_side"])
     lines += ["vs xgb: per seed, the final best over xgb's run of the same task and seed "
               "(one machine), median over seeds (below 1 is better); every ratio on this page "
               "is paired so, which lets seeds measured on different machines be pooled (the "

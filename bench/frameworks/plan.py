@@ -195,3 +195,21 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
     return runs, len(plan)
+
+
+def side_by_side(args: argparse.Namespace) -> list[dict]:
+    """The records of ``bench/retime_networks.py`` for the page's networks and seeds (each
+    network group's builds timed together in one process), from ``--runs-dir`` and the
+    other platforms' runs dirs; the first found per network and seed."""
+    budget = network_budget(args).label
+    out = []
+    for network, seed in itertools.product(args.networks, args.network_seeds):
+        name = f"retime-{network}-{budget}" + (f"-s{seed}" if seed else "") + ".json"
+        for where in [args.runs_dir, *getattr(args, "pool_dirs", [])]:
+            path = os.path.join(where, name)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    out.append(json.load(f))
+                break
+    return out
+
