@@ -38,11 +38,12 @@ Usage:
     python bench/compare_frameworks.py                  # a few hours; resumable
     python bench/compare_frameworks.py --networks alexnet resnet-18 squeezenet vgg-16 \
         --network-rounds 3                              # and the networks end to end
-    python bench/retime_networks.py --network alexnet   # then each group side by side
+    python bench/retime_networks.py --network alexnet   # one group side by side, by hand
 
 A network group's runs follow one another for an hour or more, each timing its own build
-at its end; ``retime_networks.py`` times the group's builds again together, in one
-process, and the page shows those latencies too when their records exist.
+at its end; once a group is complete, ``retime_networks.py`` times its builds again
+together, in one process (run by this script; by hand for a group tuned before), and the
+page shows those latencies too.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ import sys
 from common import REPO, machine_lines, provenance, write_results
 from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
-                             run_tasks, side_by_side, source_lines, tune_networks)
+                             retime_groups, run_tasks, side_by_side, source_lines,
+                             tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
                               network_rows, overall, summarize)
@@ -156,6 +158,8 @@ def main() -> None:
     summary = summarize(runs, args.presets, args.trials, args.batch)
     early = early_accuracy(summary, args.presets)
     finished = tune_networks(args) if args.networks else []
+    if args.networks and not args.report_only:
+        retime_groups(args)
     reports, partial_networks = complete_groups(finished, args.presets, network_group)
     networks = network_rows(reports)
     prov = provenance("compare_frameworks.py")

@@ -432,3 +432,26 @@ def test_side_by_side_section_lists_each_build_over_xgb():
     assert "| alexnet | 0 | meta-BO-T | 9.00 | 0.900 | 11.60 |" in lines
     assert "| alexnet | 0 | PyTorch eager | 13.00 | 1.300 | - |" in lines
     assert any("TVM 2 / PyTorch 2 threads" in line for line in lines)
+
+
+def test_retime_groups_times_each_complete_group_once(tmp_path, monkeypatch):
+    import argparse
+
+    calls = []
+    monkeypatch.setattr(plan.subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    args = argparse.Namespace(networks=["alexnet", "vgg-16"], network_seeds=[0],
+                              presets=["xgb", "meta-BO-T"], network_rounds=3,
+                              work_root=str(tmp_path / "work"), runs_dir=str(tmp_path / "runs"))
+    for preset in ("xgb", "meta-BO-T"):  # alexnet's group complete, vgg-16's half
+        (tmp_path / "work" / f"net-alexnet-{preset}-r3").mkdir(parents=True)
+        (tmp_path / "work" / f"net-alexnet-{preset}-r3" / "report.json").write_text("{}")
+    (tmp_path / "work" / "net-vgg-16-xgb-r3").mkdir()
+    (tmp_path / "work" / "net-vgg-16-xgb-r3" / "report.json").write_text("{}")
+    plan.retime_groups(args)
+    (cmd,) = calls
+    assert cmd[1].endswith("retime_networks.py") and cmd[cmd.index("--network") + 1] == "alexnet"
+    assert cmd[cmd.index("--budget") + 1] == "r3"
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "retime-alexnet-r3.json").write_text("{}")
+    plan.retime_groups(args)
+    assert len(calls) == 1  # recorded already

@@ -197,6 +197,28 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
     return runs, len(plan)
 
 
+def retime_groups(args: argparse.Namespace) -> None:
+    """Time each network group tuned here side by side (``bench/retime_networks.py``) once
+    all its presets have finished and their work dirs are here, unless its record exists
+    (in ``--runs-dir`` or another platform's). A group whose work dirs are gone is skipped;
+    its runs' own latencies stand."""
+    budget = network_budget(args).label
+    for network, seed in itertools.product(args.networks, args.network_seeds):
+        name = f"retime-{network}-{budget}" + (f"-s{seed}" if seed else "") + ".json"
+        if any(os.path.exists(os.path.join(d, name))
+               for d in [args.runs_dir, *getattr(args, "pool_dirs", [])]):
+            continue
+        works = [os.path.join(args.work_root, network_run_name(network, p, budget, seed))
+                 for p in args.presets]
+        if not all(os.path.exists(os.path.join(w, "report.json")) for w in works):
+            continue
+        print(f"{network} seed {seed}: timing the {len(works)} builds side by side", flush=True)
+        subprocess.run([sys.executable, os.path.join(REPO, "bench", "retime_networks.py"),
+                        "--network", network, "--budget", budget, "--seed", str(seed),
+                        "--presets", *args.presets, "--work-root", args.work_root,
+                        "--runs-dir", args.runs_dir], check=True, cwd=REPO)
+
+
 def side_by_side(args: argparse.Namespace) -> list[dict]:
     """The records of ``bench/retime_networks.py`` for the page's networks and seeds (each
     network group's builds timed together in one process), from ``--runs-dir`` and the
