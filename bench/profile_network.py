@@ -194,8 +194,9 @@ def _markdown(doc: dict) -> str:
     lines = [
         f"# Where {doc['network']}'s time goes: kernels in the network against alone", "",
         f"- command: `{doc['command']}`", f"- date: {doc['date']}",
-        f"- machine: {doc['machine']}, flags {' '.join(doc['cpu_flags'])}; target "
-        f"`{doc['target']}`; threads {doc['runtime']}",
+        # provenance()'s machine line names the flags, the local target and the threads
+        f"- machine: {doc['machine']}" + ("" if f"`{doc['target']}`" in doc["machine"]
+                                          else f"; network compiled for `{doc['target']}`"),
         f"- work dir: `{doc['work_dir']}`; runner settings alone: "
         + ", ".join(f"{k} {doc['runner'][k]}" for k in ("number", "repeat", "min_repeat_ms")
                     if k in doc["runner"]),
