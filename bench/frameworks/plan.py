@@ -234,4 +234,3 @@ def side_by_side(args: argparse.Namespace) -> list[dict]:
                     out.append(json.load(f))
                 break
     return out
-
