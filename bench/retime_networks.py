@@ -45,9 +45,12 @@ def _parse() -> argparse.Namespace:
                                        "work/bench/frameworks/<platform>)")
     p.add_argument("--runs-dir", help="where the record goes (default "
                                       "docs/bench/runs/frameworks/<platform>)")
-    p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
-    p.add_argument("--windows", type=int, default=10, help="timing windows per build")
-    p.add_argument("--min-window-ms", type=float, default=200.0)
+    p.add_argument("--rounds", type=int,
+                   help="alternating timing rounds (default: the runs' evaluate.rounds)")
+    p.add_argument("--windows", type=int,
+                   help="timing windows per build (default: the runs' evaluate.repeat)")
+    p.add_argument("--min-window-ms", type=float,
+                   help="a window's minimum length (default: evaluate.min_repeat_ms)")
     return p.parse_args()
 
 
@@ -111,6 +114,13 @@ def main() -> None:
                            input_shape=tuple(cfg["input_shape"]) if cfg.get("input_shape")
                            else None, batch=cfg["batch"], fold_bn=cfg["fold_bn"])
     lowering = Lowering(pack_weights=cfg["pack_weights"], layout=cfg["layout"])
+    ecfg = cfg.get("evaluate") or {}
+    rounds = args.rounds or ecfg.get("rounds", 5)
+    windows = args.windows or ecfg.get("repeat", 10)
+    min_window_ms = args.min_window_ms or ecfg.get("min_repeat_ms", 200)
+    if network.torch_module is None or target.device_type != "cpu":
+        raise SystemExit("side-by-side timing compares with PyTorch eager on the CPU; this "
+                         "network has no PyTorch module or the target is not the CPU")
     x = network.example_input()
     reference = network.reference(x)
     timers, checks = {}, {}
@@ -118,21 +128,22 @@ def main() -> None:
         database = with_predictions(open_database(run["work_dir"]), run["work_dir"])
         built = compile_network(network.relax_mod, target.target, database,
                                 target.device_type, lowering)
-        checks[preset] = check_output(built.run(x), reference, 1e-3)
+        checks[preset] = check_output(built.run(x), reference, ecfg.get("rtol", 1e-3))
         timers[preset] = built.timer(x)
         print(f"{preset}: compiled from {run['work_dir']} (rel. error {checks[preset]:.1e})",
               flush=True)
     timers["torch"] = torch_timer(network.torch_module, x, target.num_cores)
-    latency = interleaved(timers, args.windows, args.min_window_ms, args.rounds)
+    latency = interleaved(timers, windows, min_window_ms, rounds)
+    runtime = runtime_info(target.num_cores)  # the threads timed, before anything resets them
 
     prov = provenance("retime_networks.py")
     base = latency[args.presets[0]].median_ms
     record = {
         **prov, "network": args.network, "budget": args.budget, "seed": args.seed,
-        "target": target.description, "runtime": runtime_info(target.num_cores),
+        "target": target.description, "runtime": runtime,
         "machine_info": machine_info(),
-        "timing": {"rounds": args.rounds, "windows": args.windows,
-                   "min_window_ms": args.min_window_ms, "order": "alternating"},
+        "timing": {"rounds": rounds, "windows": windows, "min_window_ms": min_window_ms,
+                   "order": "alternating"},
         "latency_ms": {name: lat.median_ms for name, lat in latency.items()},
         "latency_windows_ms": {name: lat.runs_ms for name, lat in latency.items()},
         f"over_{args.presets[0]}": {p: latency[p].median_ms / base for p in args.presets},

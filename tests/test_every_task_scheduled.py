@@ -61,7 +61,7 @@ def test_every_task_is_measured_or_predicted_and_correct(starved):
     sources = [t["schedule"] for t in report["tasks"]]
     assert len(sources) > 3 and "default" not in sources
     assert sources.count("measured") == 3 and "predicted" in sources
-    assert sum(t["trials"] for t in report["tasks"]) == report["trials_run"] == 3
+    assert sum(t["trials"] for t in report["tasks"]) == report["trials_total"] == 3
     with open(os.path.join(work, RECORD_FILE)) as f:
         assert sum(1 for line in f if line.strip()) == 3 == report["trials_total"]
     assert report["check_error"] is not None and report["check_error"] < 1e-3

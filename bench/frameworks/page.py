@@ -94,9 +94,9 @@ def versus_pytorch(rows: list[dict]) -> list[str]:
         paired = [r for r in mine if r.get("over_eager")]
         if paired:
             best = min(paired, key=lambda r: r["over_eager"])
-            text = (f"- {net}: the fastest TVM build ({best['preset']}, {best['tuned_ms']:.2f} "
-                    f"ms) takes {best['over_eager']:.2f}x the latency of PyTorch eager timed "
-                    f"beside it")
+            text = (f"- {net}: the fastest TVM build relative to eager ({best['preset']}, "
+                    f"{best['tuned_ms']:.2f} ms in its run) takes {best['over_eager']:.2f}x "
+                    "the latency of PyTorch eager timed beside it")
             compiled = best.get("torch_compile_over_eager")
             if compiled:
                 text += (f"; torch.compile took {compiled:.2f}x eager's beside it, so the build "
@@ -130,7 +130,8 @@ def side_by_side_lines(records: list[dict]) -> list[str]:
              "Each group's builds compiled again from their runs' databases and timed in one "
              "process, in alternating rounds with PyTorch eager (`python "
              "bench/retime_networks.py --network NET`), so the machine's drift between the "
-             "runs does not enter the ratios.", "",
+             "runs does not enter the ratios. vs xgb: the build's latency over xgb's build "
+             "of the same group, both timed here.", "",
              "| network | seed | framework | ms side by side | vs xgb | ms in its own run |",
              "|---|---|---|---|---|---|"]
     for rec in records:
@@ -218,7 +219,8 @@ def markdown(doc: dict) -> str:
                   "(the networks tuned), from the tuned latencies and from each build's "
                   "latency over PyTorch eager's timed beside it (a group's runs follow one "
                   "another for an hour or more, and a shared machine's speed drifts in that "
-                  "time: the second divides the drift out), and over the held-out kernels.",
+                  "time: the second largely cancels the drift, if TVM and PyTorch slow down "
+                  "alike), and over the held-out kernels.",
                   "", "| framework | against | paper (networks) | ours, networks | "
                   "ours, networks (over eager beside it) | ours, kernels |",
                   "|---|---|---|---|---|---|"]
@@ -292,8 +294,9 @@ def markdown(doc: dict) -> str:
                   "eager and torch.compile run it on the same CPU (torch.compile once per "
                   "network). Tuned / eager: the median ratio of the tuned build's timing "
                   "windows to PyTorch eager's, timed alternately in the same process (median "
-                  "over seeds); it compares builds whose runs were timed an hour apart on a "
-                  "machine whose speed drifts. Tasks measured: the tasks the budget reached "
+                  "over seeds; from the two medians for a run without windows), so that "
+                  "builds whose runs were timed an hour apart on a machine whose speed drifts "
+                  "can be compared. Tasks measured: the tasks the budget reached "
                   "(the others keep TVM's default schedule)." + _rounds_note(doc["networks"]), ""]
         if doc.get("png_networks"):
             lines += [f"![end to end]({os.path.basename(doc['png_networks'])})", ""]

@@ -50,8 +50,9 @@ class TuningOutcome:
         failures: Measurements of this run that failed (build or run).
         best_ms: Best run time per task after tuning (``None`` if none valid).
         errors: The most common failure messages with their counts.
-        trials_per_task: Measurements made by this run, per task (a task whose search
-            space runs out of new candidates gets fewer than its share).
+        trials_per_task: Measurements in the database per task after this run, those
+            of a resumed run's earlier sessions included (a task whose search space runs
+            out of new candidates gets fewer than its share).
     """
 
     trials_before: int
@@ -346,7 +347,8 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
         logger.info("database already holds %d measurements (budget %d): nothing to tune",
                     trials_before, cfg.trials)
         outcome = TuningOutcome(trials_before, 0, 0.0, 0,
-                                [None if b is None else b * 1e3 for b in best])
+                                [None if b is None else b * 1e3 for b in best],
+                                trials_per_task=list(before))
         _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
                       lambda: build_cost_model(cfg, target_info))
         return outcome
@@ -413,7 +415,7 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
         best_ms=[None if b is None else b * 1e3 for b in progress.best],
         errors=failures.errors.most_common(5),
         rounds=rounds.summary(),
-        trials_per_task=list(progress.per_task),
+        trials_per_task=[b + n for b, n in zip(before, progress.per_task)],
     )
     _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
                   lambda: session.cost_model)
