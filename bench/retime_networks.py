@@ -27,7 +27,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import REPO, provenance  # noqa: E402
-from frameworks.plan import PRESETS, network_run_name, this_platform  # noqa: E402
+from frameworks.plan import (PRESETS, _finished, network_run_name,  # noqa: E402
+                             retime_record_name, this_platform)
 
 #: The settings of a network run that must agree across a group to time its builds together.
 LOWERING_KEYS = ("network", "batch", "fold_bn", "pack_weights", "layout", "input_shape",
@@ -65,15 +66,12 @@ def group_configs(work_root: str, network: str, budget: str, seed: int,
     for preset in presets:
         work = os.path.join(work_root, network_run_name(network, preset, budget, seed))
         path = os.path.join(work, "report.json")
-        if not os.path.exists(path):
-            raise SystemExit(f"{path} is missing: the group's {preset} run has not finished "
-                             "(run compare_frameworks.py --networks first), or --work-root "
-                             "points elsewhere")
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-        if report.get("latency_ms", {}).get("tuned") is None:
-            raise SystemExit(f"{path}: the run did not finish; rerun compare_frameworks.py to "
-                             "resume it")
+        report = _finished(path)
+        if report is None:
+            raise SystemExit(f"{path}: the group's {preset} run has not finished (missing, or "
+                             "without a tuned latency); run or rerun compare_frameworks.py "
+                             "--networks to tune or resume it, or point --work-root at its "
+                             "work dirs")
         runs[preset] = {"work_dir": work, "report": report}
     lowered = {p: json.dumps([r["report"]["config"].get(k) for k in LOWERING_KEYS])
                for p, r in runs.items()}
@@ -155,8 +153,7 @@ def main() -> None:
                  for p, r in runs.items()},
     }
     os.makedirs(runs_dir, exist_ok=True)
-    name = f"retime-{args.network}-{args.budget}" + (f"-s{args.seed}" if args.seed else "")
-    path = os.path.join(runs_dir, name + ".json")
+    path = os.path.join(runs_dir, retime_record_name(args.network, args.budget, args.seed))
     with open(path, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1)
     for p in [*args.presets, "torch"]:

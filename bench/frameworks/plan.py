@@ -197,6 +197,12 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
     return runs, len(plan)
 
 
+def retime_record_name(network: str, budget: str, seed: int) -> str:
+    """The file name of a network group's side-by-side record (``retime_networks.py``),
+    named like its runs (:func:`network_run_name`)."""
+    return f"retime-{network}-{budget}" + (f"-s{seed}" if seed else "") + ".json"
+
+
 def _covers(path: str, presets: list[str]) -> bool:
     """Whether the side-by-side record at ``path`` timed every one of ``presets``."""
     if not os.path.exists(path):
@@ -213,7 +219,7 @@ def retime_groups(args: argparse.Namespace) -> None:
     runs' own latencies stand, and the page is still written."""
     budget = network_budget(args).label
     for network, seed in itertools.product(args.networks, args.network_seeds):
-        name = f"retime-{network}-{budget}" + (f"-s{seed}" if seed else "") + ".json"
+        name = retime_record_name(network, budget, seed)
         if any(_covers(os.path.join(d, name), args.presets)
                for d in [args.runs_dir, *getattr(args, "pool_dirs", [])]):
             continue
@@ -239,7 +245,7 @@ def side_by_side(args: argparse.Namespace) -> list[dict]:
     budget = network_budget(args).label
     out = []
     for network, seed in itertools.product(args.networks, args.network_seeds):
-        name = f"retime-{network}-{budget}" + (f"-s{seed}" if seed else "") + ".json"
+        name = retime_record_name(network, budget, seed)
         for where in [args.runs_dir, *getattr(args, "pool_dirs", [])]:
             path = os.path.join(where, name)
             if os.path.exists(path):
