@@ -33,7 +33,12 @@ the defaults):
 - ``rank-pretrain``: pre-trained with MSE + a pairwise ranking loss over each workload's
   graphs (batches of 16 graphs per workload), then the default MAML (MSE + rank);
 - ``larger-net``: twice the width (128) and three GCN layers, pre-trained and meta-trained
-  (MSE + rank) anew.
+  (MSE + rank) anew;
+- ``maml-context`` / ``1-way-context``: in-context adaptation: after the head's steps, an
+  attention over the support set (width 32, :mod:`metatune.context`) adds the residuals of
+  similar measured candidates; the default 5-way tasks, or one-workload tasks of 32 shots;
+- ``1-way-long`` / ``1-way-context-long``: one-workload tasks of 32 shots, 5x the
+  meta-batches (1500) at 3x the outer step size (3e-3), without and with the attention.
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
@@ -74,6 +79,14 @@ VARIANTS: dict[str, list[str]] = {
                       "meta.adapt.loss=mse+rank"],
     "larger-net": ["model.hidden=128", "model.head_hidden=128", "model.gcn_layers=3",
                    "meta.adapt.loss=mse+rank"],
+    "maml-context": ["meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
+    "1-way-context": ["meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
+                      "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
+    "1-way-long": ["meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
+                   "meta.steps=1500", "meta.beta=0.003", "meta.adapt.loss=mse+rank"],
+    "1-way-context-long": ["meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
+                           "meta.steps=1500", "meta.beta=0.003", "meta.adapt.context=32",
+                           "meta.adapt.loss=mse+rank"],
 }
 #: Variants pre-trained on their own (another pre-training loss or network shape), not
 #: meta-trained from the shared pre-trained network.

@@ -163,6 +163,7 @@ def main() -> None:
     reports, partial_networks = complete_groups(finished, args.presets, network_group)
     networks = network_rows(reports)
     prov = provenance("compare_frameworks.py")
+    timed_together = side_by_side(args) if args.networks else []
     # The page's command is the one that measures (and resumes); --report-only only rewrites it.
     prov["command"] = prov["command"].replace(" --report-only", "")
     dates = sorted(r["date"] for r in measured if r.get("date"))
@@ -176,11 +177,11 @@ def main() -> None:
            "runs_done": len(measured), "runs_planned": planned,
            "partial_groups": partial + partial_networks,
            "overall": overall(summary, args.presets), "early_accuracy": early,
-           "headlines": headlines(summary, networks),
+           "headlines": headlines(summary, networks, timed_together),
            "summary": summary, "png": plot(summary, args.out),
            "png_accuracy": plot_accuracy(early, args.out), "networks": networks,
            "png_networks": plot_networks(networks, args.out) if networks else None,
-           "side_by_side": side_by_side(args) if args.networks else [],
+           "side_by_side": timed_together,
            "network_runs_done": len(finished), "network_seeds": args.network_seeds,
            "network_budget": network_budget(args).words if args.networks else None,
            "networks_planned": len(args.networks) * len(args.presets) * len(args.network_seeds)}

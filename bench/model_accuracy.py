@@ -203,7 +203,9 @@ def _describe(cfg) -> str:
     lr = "learned step sizes (Meta-SGD)" if cfg.meta_sgd else f"lr {cfg.lr}"
     scope = {"head": "the head", "last_gcn": "the head and the last GCN layer",
              "all": "every layer"}.get(cfg.scope, cfg.scope)
-    return f"{scope}, {cfg.steps} steps, {lr}, {cfg.loss} loss"
+    context = (f", then a support-set attention (width {cfg.context})"
+               if getattr(cfg, "context", 0) else "")
+    return f"{scope}, {cfg.steps} steps, {lr}, {cfg.loss} loss{context}"
 
 
 def main(argv: list[str] | None = None, command: str | None = None) -> dict:

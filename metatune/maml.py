@@ -15,7 +15,10 @@ for:
 - ``loss``: ``mse`` on the relative throughput, a pairwise ``rank`` loss (RankNet's
   logistic loss over the pairs of a task, as learned tensor-program cost models use), a
   listwise ``list`` loss (ListNet's cross-entropy between the top-one distributions of
-  targets and scores), or MSE beside either (``mse+rank``, ``mse+list``).
+  targets and scores), or MSE beside either (``mse+rank``, ``mse+list``);
+- ``context``: after the steps, an attention over the support set corrects each
+  prediction by the residuals of similar measured candidates
+  (:class:`metatune.context.SupportAttention`, meta-trained with the rest; head scope only).
 
 The inputs of an adaptation are the support set's embeddings when only the head adapts
 (computed once, the cheap path the tuner takes every round), else the graph batch itself.
@@ -29,6 +32,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from metatune.context import SupportAttention
 from metatune.errors import ConfigError
 
 SCOPES = ("head", "last_gcn", "all")
@@ -36,6 +40,10 @@ LOSSES = ("mse", "rank", "mse+rank", "list", "mse+list")
 #: ListNet's temperature, in units of relative throughput: a candidate 0.1 below another
 #: is e (2.7) times less likely to be the best. Targets within a task span [0, 1].
 LIST_TEMPERATURE = 0.1
+#: Fast-weight entries that hold the support set for the in-context correction (embeddings
+#: and residuals), not weights: never stepped on, passed from :meth:`InnerLoop.adapt` to
+#: :meth:`InnerLoop.predict`.
+MEMORY = ("context.support", "context.residuals")
 
 
 @dataclass
@@ -49,6 +57,7 @@ class AdaptConfig:
         lr: Inner step size (the initial one with ``meta_sgd``).
         loss: ``mse``, ``rank``, ``mse+rank``, ``list`` or ``mse+list``.
         meta_sgd: Learn a step size per adapted parameter.
+        context: Width of the support-set attention (in-context adaptation); 0: none.
     """
 
     scope: str = "head"
@@ -56,6 +65,7 @@ class AdaptConfig:
     lr: float = 0.01
     loss: str = "mse+rank"  # chosen on validation workloads: docs/adaptation-ablation-val.md
     meta_sgd: bool = False
+    context: int = 0
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -65,6 +75,10 @@ class AdaptConfig:
         if self.steps < 0 or self.lr <= 0:
             raise ConfigError(f"adapt steps={self.steps}, lr={self.lr}: steps must be >= 0 "
                               "and lr > 0")
+        if self.context < 0 or (self.context and self.scope != "head"):
+            raise ConfigError(f"adapt context={self.context} with scope={self.scope!r}: the "
+                              "support-set attention reads frozen embeddings, so it needs "
+                              "scope=head and a width > 0 (or context=0)")
 
     def to_dict(self) -> dict:
         """Plain dict (checkpoint hyper-parameters, reports)."""
@@ -151,6 +165,8 @@ class InnerLoop(nn.Module):
         self.lrs = nn.ParameterDict(
             {_key(n): nn.Parameter(torch.full_like(params[n], cfg.lr)) for n in self.names}
             if cfg.meta_sgd else {})
+        self.context = (SupportAttention(net.head[0].in_features, cfg.context)
+                        if cfg.context else None)
 
     def override(self, *, steps: int | None = None, lr: float | None = None) -> None:
         """Adapt with other steps or step size than meta-training chose (``None``: keep);
@@ -191,7 +207,10 @@ class InnerLoop(nn.Module):
         """
         if isinstance(inputs, Tensor):
             head = {n[len("head."):]: w for n, w in fast.items() if n.startswith("head.")}
-            return functional_call(net.head, head, (inputs,)).squeeze(-1)
+            scores = functional_call(net.head, head, (inputs,)).squeeze(-1)
+            if self.context is not None and MEMORY[0] in fast:
+                scores = scores + self.context(inputs, fast[MEMORY[0]], fast[MEMORY[1]])
+            return scores
         return functional_call(net, fast, (inputs.x, inputs.edge_index, inputs.batch))
 
     def adapt(self, net: nn.Module, fast: dict[str, Tensor], inputs, targets: Tensor, *,
@@ -207,14 +226,19 @@ class InnerLoop(nn.Module):
             steps: Override the configured number of steps.
 
         Returns:
-            The adapted fast weights.
+            The adapted fast weights; with ``context``, also the support set's embeddings
+            and residuals under the :data:`MEMORY` names.
         """
+        fast = {n: w for n, w in fast.items() if n not in MEMORY}
         for _ in range(self.cfg.steps if steps is None else steps):
             loss = task_loss(self.predict(net, fast, inputs), targets, self.cfg.loss)
             grads = torch.autograd.grad(loss, list(fast.values()), allow_unused=True,
                                         create_graph=not first_order and torch.is_grad_enabled())
             fast = {n: w if g is None else w - self._lr(n) * g
                     for (n, w), g in zip(fast.items(), grads)}
+        if self.context is not None:
+            residuals = targets - self.predict(net, fast, inputs)
+            fast = {**fast, MEMORY[0]: inputs, MEMORY[1]: residuals}
         return fast
 
     def _lr(self, name: str) -> Tensor | float:

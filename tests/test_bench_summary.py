@@ -260,7 +260,10 @@ def test_headlines_set_the_papers_claims_beside_ours():
              "over_eager_by_seed": {0: 0.625}},  # faster, but timed on a faster machine
             {"network": "b", "preset": "xgb", "tuned_ms_by_seed": {0: 10.0, 1: 20.0}},
             {"network": "b", "preset": "meta-BO-T", "tuned_ms_by_seed": {0: 12.5, 1: 25.0}}]
-    rows = {(h["preset"], h["against"]): h for h in stats.headlines(summary, nets)}
+    timed = [{"network": "a", "seed": 0, "latency_ms": {"xgb": 10.0, "meta-BO-T": 9.0}},
+             {"network": "a", "seed": 1, "latency_ms": {"xgb": 10.0, "meta-BO-T": 11.0}},
+             {"network": "b", "seed": 0, "latency_ms": {"xgb": 10.0}}]  # no meta-BO-T build
+    rows = {(h["preset"], h["against"]): h for h in stats.headlines(summary, nets, timed)}
     bo_xgb = rows[("meta-BO-T", "xgb")]
     assert bo_xgb["paper_pct"] == 8.0
     assert bo_xgb["kernels_pct"] == pytest.approx(25.0) and bo_xgb["kernels_faster"] == 1
@@ -269,13 +272,17 @@ def test_headlines_set_the_papers_claims_beside_ours():
     assert (bo_xgb["networks_faster"], bo_xgb["networks"]) == (1, 2)
     assert bo_xgb["networks_eager_pct"] == pytest.approx(-20.0)
     assert (bo_xgb["networks_eager_faster"], bo_xgb["networks_eager"]) == (0, 1)
+    # side by side: network a's two seeds, 10/9 and 10/11, median 1.010; b has no pair
+    assert bo_xgb["networks_side_pct"] == pytest.approx(100 * ((10 / 9 + 10 / 11) / 2 - 1))
+    assert (bo_xgb["networks_side_faster"], bo_xgb["networks_side"]) == (1, 1)
+    assert rows[("meta-RL", "RL")]["networks_side_pct"] is None
     assert rows[("meta-RL", "RL")]["kernels_pct"] == pytest.approx(10.0)
     assert rows[("meta-RL", "RL")]["networks_pct"] is None  # no network tuned by both
     text = page.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
                           "batch": 16, "seeds": [0], "summary": {}, "headlines":
                           list(rows.values())})
     assert ("| meta-BO-T | xgb | +8 % | +0.0 % (1 of 2) | -20.0 % (0 of 1) | "
-            "+25.0 % (1 of 1) |") in text
+            "+1.0 % (1 of 1) | +25.0 % (1 of 1) |") in text
 
 
 def test_each_platform_has_its_own_runs_dir(monkeypatch):

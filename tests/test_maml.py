@@ -178,3 +178,37 @@ def test_second_order_equals_first_order_through_the_inner_hessian():
         grads[first_order] = torch.cat([p.grad.flatten() for p in net.parameters()])
     expected = (torch.eye(flat.numel(), dtype=flat.dtype) - lr * hess) @ grads[True]
     assert torch.allclose(grads[False], expected, atol=1e-10)
+
+
+def test_context_adds_nothing_before_a_measurement_and_trains_with_the_head():
+    net = _net()
+    inner = _inner(net, steps=2, lr=0.05, context=8)
+    xs, ys, xq, yq = _task(6)
+    start = inner.initial(net)
+    assert torch.allclose(inner.predict(net, start, xq), net.head(xq).squeeze(-1))
+    fast = inner.adapt(net, start, xs, ys)
+    assert torch.equal(fast["context.support"], xs) and fast["context.residuals"].shape == (5,)
+    _query_loss(inner, net, fast, xq, yq).backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in inner.parameters())
+    assert all(p.grad is not None for p in net.parameters())
+    again = inner.adapt(net, fast, xs, ys, steps=0)  # the memory is replaced, never stepped
+    assert torch.allclose(again["context.residuals"], fast["context.residuals"])
+    with pytest.raises(ConfigError, match="scope=head"):
+        AdaptConfig(scope="last_gcn", context=8)
+
+
+def test_context_moves_a_candidate_towards_its_measured_twin():
+    """A sharp attention (large projections) copies a measured candidate's residual onto
+    the same candidate scored again: its prediction becomes its measured target."""
+    net = _net()
+    inner = _inner(net, steps=0, context=4)
+    with torch.no_grad():
+        inner.context.query.weight.copy_(torch.eye(4) * 30)
+        inner.context.key.weight.copy_(torch.eye(4) * 30)
+        inner.context.query.bias.zero_()
+        inner.context.key.bias.zero_()
+    xs, ys, _, _ = _task(7)
+    xs = torch.nn.functional.normalize(xs, dim=1) * 2
+    fast = inner.adapt(net, inner.initial(net, detach=True), xs, ys)
+    with torch.no_grad():
+        assert torch.allclose(inner.predict(net, fast, xs), ys, atol=1e-3)

@@ -220,14 +220,17 @@ def markdown(doc: dict) -> str:
                   "latency over PyTorch eager's timed beside it (a group's runs follow one "
                   "another for an hour or more, and a shared machine's speed drifts in that "
                   "time: the second largely cancels the drift, if TVM and PyTorch slow down "
-                  "alike), and over the held-out kernels.",
+                  "alike), from the builds timed side by side in one process where a group "
+                  "was (no drift at all: the figure to trust where there is one), and over "
+                  "the held-out kernels.",
                   "", "| framework | against | paper (networks) | ours, networks | "
-                  "ours, networks (over eager beside it) | ours, kernels |",
-                  "|---|---|---|---|---|---|"]
+                  "ours, networks (over eager beside it) | ours, networks (side by side) | "
+                  "ours, kernels |",
+                  "|---|---|---|---|---|---|---|"]
         for h in doc["headlines"]:
             ours = ["-" if h.get(f"{k}_pct") is None else
                     f"{h[f'{k}_pct']:+.1f} % ({h[f'{k}_faster']} of {h[k]})"
-                    for k in ("networks", "networks_eager", "kernels")]
+                    for k in ("networks", "networks_eager", "networks_side", "kernels")]
             lines.append(f"| {h['preset']} | {h['against']} | +{h['paper_pct']:.0f} % | "
                          + " | ".join(ours) + " |")
         lines.append("")

@@ -239,7 +239,8 @@ def overall(summary: dict, presets: list[str]) -> dict:
     return out
 
 
-def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
+def headlines(summary: dict, networks: list[dict] | None = None,
+              side_by_side: list[dict] | None = None) -> list[dict]:
     """The paper's headline claims beside ours (section 6, Figure 5: the four networks'
     inference time after tuning, normalized to xgb): per pair of :data:`PAPER_HEADLINES`,
     the first framework's speed-up over the second, in % of throughput: the geometric mean
@@ -254,11 +255,16 @@ def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
     drifts in that time (resnet-18's eager latency rose from 18.5 to 23.4 ms within its
     group on 2026-12-03); the ratio to eager divides that drift out.
 
+    ``networks_side`` is the same from the groups whose builds were timed side by side in
+    one process (``side_by_side``: ``retime_networks.py``'s records), where the drift does
+    not enter at all: the measurement to trust where there is one.
+
     Returns:
         ``[{"preset", "against", "paper_pct", "networks_pct", "networks_faster",
         "networks", "networks_eager_pct", "networks_eager_faster", "networks_eager",
-        "kernels_pct", "kernels_faster", "kernels"}]`` (a ``_pct`` is ``None`` when nothing
-        was run by both).
+        "networks_side_pct", "networks_side_faster", "networks_side", "kernels_pct",
+        "kernels_faster", "kernels"}]`` (a ``_pct`` is ``None`` when nothing was run by
+        both).
     """
     out = []
     for preset, against, paper in PAPER_HEADLINES:
@@ -269,6 +275,7 @@ def headlines(summary: dict, networks: list[dict] | None = None) -> list[dict]:
                 ("networks", _network_ratios(networks, preset, against, "tuned_ms_by_seed")),
                 ("networks_eager",
                  _network_ratios(networks, preset, against, "over_eager_by_seed")),
+                ("networks_side", _side_by_side_ratios(side_by_side, preset, against)),
                 ("kernels", kernels)):
             row[f"{key}_pct"] = 100.0 * (geomean(ratios) - 1.0) if ratios else None
             row[f"{key}_faster"] = sum(r > 1.0 for r in ratios)
@@ -285,6 +292,18 @@ def _network_ratios(networks: list[dict] | None, preset: str, against: str,
     return [ratio for (n, p), mine in values.items() if p == preset
             if (ratio := median([values[(n, against)][s] / v for s, v in mine.items()
                                  if v and values.get((n, against), {}).get(s)]))]
+
+
+def _side_by_side_ratios(records: list[dict] | None, preset: str,
+                         against: str) -> list[float]:
+    """Per network timed side by side with both presets, the median over its seeds of
+    ``against``'s latency over ``preset``'s (``records``: ``retime_networks.py``'s)."""
+    per: dict[str, list[float]] = {}
+    for rec in records or []:
+        lat = rec.get("latency_ms") or {}
+        if lat.get(preset) and lat.get(against):
+            per.setdefault(rec["network"], []).append(lat[against] / lat[preset])
+    return [median(v) for v in per.values()]
 
 
 def over_eager(report: dict) -> float | None:
