@@ -203,8 +203,7 @@ def _describe(cfg) -> str:
     lr = "learned step sizes (Meta-SGD)" if cfg.meta_sgd else f"lr {cfg.lr}"
     scope = {"head": "the head", "last_gcn": "the head and the last GCN layer",
              "all": "every layer"}.get(cfg.scope, cfg.scope)
-    context = (f", then a support-set attention (width {cfg.context})"
-               if getattr(cfg, "context", 0) else "")
+    context = f", then a support-set attention (width {cfg.context})" if cfg.context else ""
     return f"{scope}, {cfg.steps} steps, {lr}, {cfg.loss} loss{context}"
 
 

@@ -27,7 +27,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import REPO, provenance  # noqa: E402
-from frameworks.plan import (PRESETS, _finished, network_run_name,  # noqa: E402
+from frameworks.plan import (PRESETS, finished_report, network_run_name,  # noqa: E402
                              retime_record_name, this_platform)
 
 #: The settings of a network run that must agree across a group to time its builds together.
@@ -66,7 +66,7 @@ def group_configs(work_root: str, network: str, budget: str, seed: int,
     for preset in presets:
         work = os.path.join(work_root, network_run_name(network, preset, budget, seed))
         path = os.path.join(work, "report.json")
-        report = _finished(path)
+        report = finished_report(path)
         if report is None:
             raise SystemExit(f"{path}: the group's {preset} run has not finished (missing, or "
                              "without a tuned latency); run or rerun compare_frameworks.py "

@@ -59,7 +59,7 @@ def code_lines(runs: list[dict]) -> list[str]:
     return [f"- {key}: {n} run{'' if n == 1 else 's'}" for key, n in counts.items()]
 
 
-def _finished(path: str) -> dict | None:
+def finished_report(path: str) -> dict | None:
     """The network run's report at ``path`` if that run finished (has a tuned latency)."""
     if not os.path.exists(path):
         return None
@@ -111,10 +111,10 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
                  for p in args.presets]
         where = group_dir(args.runs_dir, getattr(args, "pool_dirs", []), group)
         record = os.path.join(where, name + ".json")
-        report = _finished(record)
+        report = finished_report(record)
         if report is None:
             work = os.path.join(args.work_root, name)
-            report = _finished(os.path.join(work, "report.json"))
+            report = finished_report(os.path.join(work, "report.json"))
             if report is None and args.report_only:
                 continue
             if report is None:
@@ -125,7 +125,7 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
                        "--seed", str(seed), "progress=false",
                        f"evaluate.torch_compile={compile_}", *args.overrides]
                 subprocess.run(cmd, check=True, cwd=REPO)
-                report = _finished(os.path.join(work, "report.json"))
+                report = finished_report(os.path.join(work, "report.json"))
                 if report is None:
                     raise RuntimeError(f"{work}/report.json has no tuned latency; see "
                                        f"{work}/logs and rerun to resume")
@@ -225,7 +225,7 @@ def retime_groups(args: argparse.Namespace) -> None:
             continue
         works = [os.path.join(args.work_root, network_run_name(network, p, budget, seed))
                  for p in args.presets]
-        if not all(_finished(os.path.join(w, "report.json")) for w in works):
+        if not all(finished_report(os.path.join(w, "report.json")) for w in works):
             continue
         print(f"{network} seed {seed}: timing the {len(works)} builds side by side", flush=True)
         done = subprocess.run([sys.executable, os.path.join(REPO, "bench", "retime_networks.py"),

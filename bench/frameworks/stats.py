@@ -296,14 +296,15 @@ def _network_ratios(networks: list[dict] | None, preset: str, against: str,
 
 def _side_by_side_ratios(records: list[dict] | None, preset: str,
                          against: str) -> list[float]:
-    """Per network timed side by side with both presets, the median over its seeds of
-    ``against``'s latency over ``preset``'s (``records``: ``retime_networks.py``'s)."""
-    per: dict[str, list[float]] = {}
+    """:func:`_network_ratios` of the builds timed side by side (``records``:
+    ``retime_networks.py``'s, one per network and seed)."""
+    rows: dict[tuple[str, str], dict] = {}
     for rec in records or []:
-        lat = rec.get("latency_ms") or {}
-        if lat.get(preset) and lat.get(against):
-            per.setdefault(rec["network"], []).append(lat[against] / lat[preset])
-    return [median(v) for v in per.values()]
+        for name, ms in (rec.get("latency_ms") or {}).items():
+            row = rows.setdefault((rec["network"], name), {
+                "network": rec["network"], "preset": name, "side_ms_by_seed": {}})
+            row["side_ms_by_seed"][rec.get("seed") or 0] = ms
+    return _network_ratios(list(rows.values()), preset, against, "side_ms_by_seed")
 
 
 def over_eager(report: dict) -> float | None:
