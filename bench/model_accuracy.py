@@ -82,6 +82,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                         "vectors from scratch (xgb-knobs); experiments")
     p.add_argument("--ridge-lam", type=float, nargs="+", default=[100.0],
                    help="--ridge's penalty; several: one method each (NAME+ridge-<lam>)")
+    p.add_argument("--blend-xgb", type=float, nargs="+", default=[], metavar="K0",
+                   help="also score each checkpoint blended with XGBoost trained on the k "
+                        "samples, weighted k / (k + K0) (NAME+xgb; several K0: NAME+xgb-<K0>)")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")
@@ -218,8 +221,9 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint
-    from tuner.app.accuracy import (GPMethod, KnobXGBMethod, MetaTuneMethod, RidgeMethod,
-                                    XGBMethod, evaluate, load_eval_workloads, summarize)
+    from tuner.app.accuracy import (BlendMethod, GPMethod, KnobXGBMethod, MetaTuneMethod,
+                                    RidgeMethod, XGBMethod, evaluate, load_eval_workloads,
+                                    summarize)
     from metatune.provenance import simd_flags
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.runtime import runtime_info
@@ -289,10 +293,16 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         methods["xgb-knobs"] = KnobXGBMethod()
         notes["xgb-knobs"] = ("XGBoost (50 rounds, depth 3) on the knob vectors, from scratch "
                               "on the k samples (experiment; random at k=0)")
+    local_xgb = XGBMethod(info.target, info.num_cores)  # shared: the blends reuse its scores
+    for name, k0 in itertools.product(list(models), args.blend_xgb):
+        key = f"{name}+xgb" + (f"-{k0:g}" if len(args.blend_xgb) > 1 else "")
+        methods[key] = BlendMethod(methods[name], local_xgb, k0=k0)
+        notes[key] = (f"`{name}` adapted, blended with `xgb` trained on the k samples, "
+                      f"weighted k / (k + {k0:g}) (the model alone at k = 0)")
     if not args.no_xgb:
         base = base_booster(os.path.join(args.train_data or args.data, "train"), info.target,
                             info.num_cores, args.cache_dir)
-        methods.update({"xgb": XGBMethod(info.target, info.num_cores),
+        methods.update({"xgb": local_xgb,
                         "xgb-Xfer": XGBMethod(info.target, info.num_cores, base)})
     rows = evaluate(workloads, methods, tuple(args.ks), args.seeds, args.query,
                     progress=lambda msg: logging.info("done %s", msg))

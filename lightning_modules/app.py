@@ -98,13 +98,13 @@ class PretrainConfig:
 class MetaConfig:
     """MAML meta-training (0 steps: none; the pre-trained network is saved)."""
 
-    steps: int = 300
-    ways: int = 5
-    shots: int = 8
+    steps: int = 1500
+    ways: int = 1
+    shots: int = 32
     queries: int = 16
-    tasks_per_batch: int = 4
+    tasks_per_batch: int = 8
     targets: str = "workload"
-    beta: float = 1e-3
+    beta: float = 3e-3
     adapt: AdaptConfig = field(default_factory=AdaptConfig)
     first_order: bool = False
     freeze_gcn: bool = True

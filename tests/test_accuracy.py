@@ -85,6 +85,32 @@ def test_ridge_keeps_the_prior_with_few_samples_and_learns_a_linear_residual():
     assert np.corrcoef(pred, target)[0, 1] > 0.9
 
 
+class _FixedScores:
+    """Stands in for XGBMethod: fixed scores per candidate."""
+
+    def __init__(self, scores):
+        self.scores_ = scores
+
+    def scores(self, w, support, query, seed):
+        return self.scores_[query]
+
+
+def test_blend_is_the_model_at_k0_and_hands_over_to_the_task_samples():
+    from tuner.app.accuracy import BlendMethod
+
+    rng = np.random.default_rng(0)
+    prior, local = rng.uniform(size=64), rng.uniform(size=64)
+    w = EvalWorkload("w", None, [], 1.0 / (1.0 + rng.uniform(size=64)))
+    blend = BlendMethod(_FixedPrior(prior, None), _FixedScores(local), k0=16)
+    query = np.arange(32)
+    assert np.array_equal(blend.scores(w, np.arange(0), query, 0), prior[query])
+    half = blend.scores(w, np.arange(32, 48), query, 0)  # k = k0: equal weights
+    assert np.allclose(half, 0.5 * (prior[query] + local[query]))
+    assert blend.weight(48) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="positive"):
+        BlendMethod(_FixedPrior(prior, None), _FixedScores(local), k0=0)
+
+
 def test_autotvm_discount():
     assert _discount(0) == 1.0 and _discount(64) == pytest.approx(0.5)
     assert _discount(300) < 0.05  # the base model is dropped after ~277 samples

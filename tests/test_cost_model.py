@@ -104,3 +104,33 @@ def test_checkpoint_from_another_cpu_loads_with_a_note():
     assert note and "-mcpu=znver3" in note and "collect its data" in note
     trained_on = Target(model.platform["target"])
     assert model.platform_note(trained_on) is None
+
+
+def test_blend_hands_the_scores_over_to_a_task_local_xgboost(context_and_candidates):
+    ctx, cands = context_and_candidates
+    torch.manual_seed(0)
+    plain = MetaTuneCostModel(model=_fresh())
+    torch.manual_seed(0)
+    blend = MetaTuneCostModel(model=_fresh(), blend_k0=4)
+    # before any measurement the blend is the model alone
+    assert np.allclose(blend.predict(ctx, cands), plain.predict(ctx, cands))
+    secs = np.linspace(1e-3, 4e-3, len(cands))
+    results = [ms.runner.RunnerResult([float(s)], None) for s in secs]
+    results[0] = ms.runner.RunnerResult(None, "failed")  # failures are skipped
+    for model in (plain, blend):
+        model.update(ctx, cands, results)
+    state = blend.tasks[blend._key(ctx)]
+    assert state.local.data_size == len(cands) - 1
+    share = blend.blend_weight(len(cands) - 1)
+    assert share == pytest.approx((len(cands) - 1) / (len(cands) + 3))
+    local = np.asarray(state.local.predict(ctx, cands), dtype=float)
+    expected = (1 - share) * plain.predict(ctx, cands) + share * local
+    assert np.allclose(blend.predict(ctx, cands), expected, atol=1e-6)
+
+
+def test_blend_k0_must_not_be_negative():
+    from metatune.errors import ConfigError
+    from tuner.models.params import MetaTuneModelConfig
+
+    with pytest.raises(ConfigError, match="blend_k0=-1"):
+        MetaTuneModelConfig(blend_k0=-1)

@@ -10,6 +10,8 @@ method fits on the support set and scores the query set:
   fine-tunes it online;
 - ``NAME+gp``: a checkpoint followed by the batch BO search's GP, as the tuner ranks
   (:class:`GPMethod`);
+- ``NAME+xgb``: a checkpoint's adapted prediction blended with MetaSchedule's XGBoost
+  trained on the support set, the latter weighted ``k / (k + k0)`` (:class:`BlendMethod`);
 - ``NAME+ridge``: a checkpoint plus a task-local ridge regression on its residuals
   (:class:`RidgeMethod`), and ``xgb-knobs``, XGBoost on the knob vectors from scratch
   (:class:`KnobXGBMethod`): experiments on how much a task's own samples add;
@@ -304,6 +306,37 @@ class KnobXGBMethod:
         return booster.predict(xgb.DMatrix(x[query])).astype(float)
 
 
+class BlendMethod:
+    """A MetaTune method blended with XGBoost trained on the task's own samples: the
+    adapted prediction weighted ``k0 / (k + k0)`` plus ``xgb``'s (MetaSchedule's per-store
+    features, from scratch on the k samples) weighted ``k / (k + k0)``. Both predict the
+    relative throughput, so the blend keeps its scale; at k = 0 it is the model alone, and
+    the task's samples take over as they accumulate (half the weight at k = k0).
+
+    Args:
+        base: The adapted model.
+        xgb: The task-local XGBoost (:class:`XGBMethod` without a base model).
+        k0: The number of samples at which both weigh the same.
+    """
+
+    def __init__(self, base: MetaTuneMethod, xgb: XGBMethod, k0: float = 64.0) -> None:
+        if k0 <= 0:
+            raise ValueError(f"blend k0 must be positive, got {k0}")
+        self.base, self.xgb, self.k0 = base, xgb, float(k0)
+
+    def weight(self, k: int) -> float:
+        """XGBoost's share of the blend after ``k`` samples."""
+        return k / (k + self.k0)
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        prior = self.base.adapted_scores(w, support, query)[1]
+        if not len(support):
+            return prior
+        share = self.weight(len(support))
+        return (1.0 - share) * prior + share * self.xgb.scores(w, support, query, seed)
+
+
 class XGBMethod:
     """MetaSchedule's XGBoost cost model, from scratch or with transfer (``base``).
 
@@ -315,6 +348,7 @@ class XGBMethod:
 
     def __init__(self, target, num_cores: int, base=None) -> None:
         self.target, self.num_cores, self.base = target, num_cores, base
+        self._last: tuple | None = None  # the last scores (methods built on this one reuse them)
 
     def _model(self):
         from tvm.s_tir import meta_schedule as ms
@@ -333,12 +367,17 @@ class XGBMethod:
 
         if self.base is None and not len(support):  # MetaSchedule's XGBModel without data
             return np.random.default_rng(seed).uniform(size=len(query))
+        key = (w.name, support.tobytes(), query.tobytes())
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
         model = self._model()
         ctx = ms.TuneContext(mod=w.mod, target=self.target)
         if len(support):
             model.update(ctx, [w.candidates[i] for i in support],
                          [RunnerResult([float(w.seconds[i])], None) for i in support])
-        return np.asarray(model.predict(ctx, [w.candidates[i] for i in query]), dtype=float)
+        out = np.asarray(model.predict(ctx, [w.candidates[i] for i in query]), dtype=float)
+        self._last = (key, out)
+        return out
 
 
 def evaluate(workloads: list[EvalWorkload], methods: dict, ks: tuple[int, ...], seeds: list[int],

@@ -100,7 +100,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         note = model.platform_note(target) if target is not None else None
         if note:
             logger.warning("%s", note)
-        return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device))
+        return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device),
+                                 blend_k0=m.blend_k0, num_cores=num_cores)
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":

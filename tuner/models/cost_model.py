@@ -149,6 +149,7 @@ class TaskState:
     inputs: list = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     fast: dict | None = None
+    local: object | None = None  # the task-local XGBoost of a blend (not saved)
 
 
 @derived_object
@@ -162,11 +163,16 @@ class MetaTuneCostModel(PyCostModel):
         cache_size: Candidate graphs and embeddings remembered (by the scheduled module's
             structural hash): the search scores many candidates several times per round.
         device: Where the GCN embeds and fine-tunes (graphs are encoded on the CPU).
+        blend_k0: Above 0: blend the scores with MetaSchedule's XGBoost trained on the
+            task's own measurements (all of them, from scratch), weighted
+            ``n / (n + blend_k0)`` after ``n``; 0: the model alone.
+        num_cores: Threads for that XGBoost.
     """
 
     def __init__(self, *, model: TrainedModel, graph: str = MetaTuneModelConfig.graph,
                  max_support: int = 256, cache_size: int = 8192,
-                 device: torch.device | None = None) -> None:
+                 device: torch.device | None = None,
+                 blend_k0: float = MetaTuneModelConfig.blend_k0, num_cores: int = 1) -> None:
         super().__init__()
         self.device = device or torch.device("cpu")
         self.net = model.net.to(self.device).eval()
@@ -174,6 +180,7 @@ class MetaTuneCostModel(PyCostModel):
         for p in [*self.net.parameters(), *self.inner.parameters()]:
             p.requires_grad_(False)
         self.graph = graph
+        self.blend_k0, self.num_cores = float(blend_k0), int(num_cores)
         self.max_support = int(max_support)
         self.tasks: dict[int, TaskState] = {}
         self.cache_size = int(cache_size)
@@ -242,6 +249,9 @@ class MetaTuneCostModel(PyCostModel):
         keep = [i for i, s in enumerate(secs) if s is not None]
         if not keep:
             return
+        if self.blend_k0 > 0:
+            self._update_local(state, context, [candidates[i] for i in keep],
+                               [results[i] for i in keep])
         state.inputs += self._inputs([candidates[i] for i in keep])
         state.seconds += [secs[i] for i in keep]
         state.inputs = state.inputs[-self.max_support:]
@@ -254,8 +264,28 @@ class MetaTuneCostModel(PyCostModel):
                                     self._stack(state.inputs), targets, first_order=True)
         state.fast = {k: v.detach() for k, v in fast.items()}
 
+    def _update_local(self, state: TaskState, context, candidates, results) -> None:
+        """Train the task-local XGBoost of the blend on every measurement of the task so
+        far (MetaSchedule's ``XGBModel``, no warm-up, retrained on each update, as the
+        accuracy benchmark's ``NAME+xgb`` fits it on the k samples)."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if state.local is None:
+            state.local = ms.cost_model.XGBModel(num_warmup_samples=0,
+                                                 adaptive_training=False, verbose_eval=0,
+                                                 num_tuning_cores=self.num_cores)
+        state.local.update(context, candidates, results)
+
+    def blend_weight(self, measured: int) -> float:
+        """The task-local XGBoost's share of the scores after ``measured`` measurements."""
+        if self.blend_k0 <= 0 or measured <= 0:
+            return 0.0
+        return measured / (measured + self.blend_k0)
+
     def predict(self, context, candidates) -> np.ndarray:
-        """Scores (higher is better), a float64 array in the candidates' order."""
+        """Scores (higher is better), a float64 array in the candidates' order: the
+        adapted model's predicted relative throughput, blended with the task-local XGBoost's
+        when ``blend_k0`` is set and the task has measurements."""
         state = self.tasks.get(self._key(context))
         fast = state.fast if state and state.fast else self.inner.initial(self.net)
         with torch.no_grad():
@@ -264,7 +294,12 @@ class MetaTuneCostModel(PyCostModel):
             else:  # the adapted GCN embeds this task's candidates itself
                 scores = self.inner.predict(self.net, fast,
                                             self._stack(self.graphs(candidates)))
-        return scores.double().cpu().numpy()
+        out = scores.double().cpu().numpy()
+        share = self.blend_weight(state.local.data_size if state and state.local else 0)
+        if share > 0:
+            local = np.asarray(state.local.predict(context, candidates), dtype=float)
+            out = (1.0 - share) * out + share * local
+        return out
 
     def save(self, path: str) -> None:
         """Save the network and every task's fine-tuning state."""

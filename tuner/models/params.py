@@ -10,6 +10,7 @@ from typing import Optional
 
 from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
                              resolve_path)
+from metatune.errors import ConfigError
 
 
 @dataclass
@@ -25,6 +26,9 @@ class MetaTuneModelConfig:
         adapt_steps: Online fine-tuning steps after each measured round (None: the
             checkpoint's, the adaptation it was meta-trained for).
         adapt_lr: Their step size (None: the checkpoint's).
+        blend_k0: Above 0: blend the adapted model's scores with MetaSchedule's XGBoost
+            trained on the task's own measurements, weighted ``n / (n + blend_k0)`` after
+            ``n`` of them (the model alone before any); 0: the model alone.
     """
 
     checkpoint: Optional[str] = None
@@ -32,14 +36,20 @@ class MetaTuneModelConfig:
     from_scratch: bool = False
     adapt_steps: Optional[int] = None  # null: the checkpoint's (what it was meta-trained for)
     adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
+    blend_k0: float = 0.0  # >0: blend with a task-local XGBoost, weight n / (n + blend_k0)
 
     def __post_init__(self) -> None:
-        """Check the graph mode (one spelling) and resolve the checkpoint's path.
+        """Check the graph mode (one spelling) and the blend, and resolve the checkpoint's
+        path.
 
         Raises:
-            ConfigError: An unknown graph mode.
+            ConfigError: An unknown graph mode, or a negative ``blend_k0``.
         """
         self.graph = check_graph(self.graph, "metatune.graph")
+        if not self.blend_k0 >= 0:
+            raise ConfigError(f"metatune.blend_k0={self.blend_k0}: give 0 (the model alone) "
+                              "or the number of measurements at which a task-local XGBoost "
+                              "weighs as much as the model (e.g. 64)")
         if self.checkpoint:
             self.checkpoint = resolve_path(self.checkpoint)
 
