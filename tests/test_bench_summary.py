@@ -235,6 +235,16 @@ def test_the_ablation_chooses_by_mean_rank_over_the_four_metrics():
     assert choose({"a": per_k(0.6, 0.4, 0.1, 0.3), "b": per_k(0.7, 0.4, 0.1, 0.3)}) == "b"
 
 
+def test_every_meta_trained_ablation_variant_spells_out_its_episodes():
+    """A variant means what it measured whatever train.py's defaults become."""
+    from adaptation_ablation import VARIANTS
+
+    episode = {"meta.steps", "meta.ways", "meta.shots", "meta.tasks_per_batch", "meta.beta"}
+    for name, overrides in VARIANTS.items():
+        keys = {o.split("=", 1)[0] for o in overrides}
+        assert name == "pretrain-only" or episode <= keys, name
+
+
 def test_rl_overhead_compares_each_preset_with_xgb_of_the_same_seed():
     import rl_overhead
 

@@ -6,6 +6,9 @@ online on the task's measurements with the adaptation the checkpoint was meta-tr
 (:class:`metatune.maml.InnerLoop`: the same code, scope, steps, step sizes and loss),
 starting from the meta-learned initial weights each time (the MAML recipe), so a handful of
 measurements adapt it. State is kept per task (keyed by the workload's structural hash).
+With ``blend_k0`` > 0 the scores are blended with MetaSchedule's XGBoost trained on the
+task's own measurements, which takes over as they accumulate (``docs/model-accuracy.md``:
+``NAME+xgb``, the same blend scored on the held-out convolutions).
 """
 
 from __future__ import annotations
