@@ -13,8 +13,8 @@ with ``pretrained=``), then measures them all with :mod:`model_accuracy`, twice:
 Each variant is adapted at evaluation exactly as it was meta-trained to (the settings stored
 in its checkpoint), which is also how the tuner fine-tunes it online.
 
-Variants (train config overrides; each names its loss, so the list does not change with
-the defaults):
+Variants (train config overrides; each names its loss and its episodes, so the list does
+not change with the defaults):
 
 - ``pretrain-only``: no meta-training; the pre-trained head adapts (5 steps, MSE);
 - ``maml``: MAML on the head, 5 MSE steps, 5-way tasks (the v1 checkpoints' recipe);
@@ -41,8 +41,6 @@ the defaults):
   meta-batches (1500) at 3x the outer step size (3e-3), without and with the attention
   (``1-way-long`` is ``train.py``'s default since 2026-12-03).
 
-Each variant spells out its episodes (``FIVE_WAY`` etc.), so it trains as it did when it
-was measured whatever ``configs/train.yaml`` says today.
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
