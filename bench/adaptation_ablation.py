@@ -36,11 +36,10 @@ not change with the defaults):
   (MSE + rank) anew;
 - ``maml-context`` / ``1-way-context``: in-context adaptation: after the head's steps, an
   attention over the support set (width 32, :mod:`metatune.context`) adds the residuals of
-  similar measured candidates; the default 5-way tasks, or one-workload tasks of 32 shots;
+  similar measured candidates; 5-way tasks, or one-workload tasks of 32 shots;
 - ``1-way-long`` / ``1-way-context-long``: one-workload tasks of 32 shots, 5x the
   meta-batches (1500) at 3x the outer step size (3e-3), without and with the attention
   (``1-way-long`` is ``train.py``'s default since 2026-12-03).
-
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
