@@ -39,7 +39,8 @@ from metatune import metrics
 from metatune.dataset import iter_replayed, workload_order
 from metatune.graph import encode
 from tuner.engine.database import as_candidate
-from tuner.models.xgb_transfer import XferXGBModel
+from tuner.models.cost_model import blend_share
+from tuner.models.xgb_transfer import task_xgb
 
 logger = logging.getLogger(__name__)
 
@@ -325,8 +326,8 @@ class BlendMethod:
         self.base, self.xgb, self.k0 = base, xgb, float(k0)
 
     def weight(self, k: int) -> float:
-        """XGBoost's share of the blend after ``k`` samples."""
-        return k / (k + self.k0)
+        """XGBoost's share of the blend after ``k`` samples (the tuner's own rule)."""
+        return blend_share(k, self.k0)
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
                seed: int) -> np.ndarray:
@@ -350,15 +351,6 @@ class XGBMethod:
         self.target, self.num_cores, self.base = target, num_cores, base
         self._last: tuple | None = None  # the last scores (methods built on this one reuse them)
 
-    def _model(self):
-        from tvm.s_tir import meta_schedule as ms
-
-        # No warm-up and no adaptive skipping: the model trains on exactly the k samples.
-        kw = dict(num_warmup_samples=0, adaptive_training=False, verbose_eval=0,
-                  num_tuning_cores=self.num_cores)
-        if self.base is None:
-            return ms.cost_model.XGBModel(**kw)
-        return XferXGBModel(base=self.base, **kw)
 
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
                seed: int) -> np.ndarray:
@@ -370,7 +362,7 @@ class XGBMethod:
         key = (w.name, support.tobytes(), query.tobytes())
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        model = self._model()
+        model = task_xgb(self.num_cores, self.base)  # trains on exactly the k samples
         ctx = ms.TuneContext(mod=w.mod, target=self.target)
         if len(support):
             model.update(ctx, [w.candidates[i] for i in support],

@@ -269,21 +269,17 @@ class MetaTuneCostModel(PyCostModel):
 
     def _update_local(self, state: TaskState, context, candidates, results) -> None:
         """Train the task-local XGBoost of the blend on every measurement of the task so
-        far (MetaSchedule's ``XGBModel``, no warm-up, retrained on each update, as the
+        far (:func:`tuner.models.xgb_transfer.task_xgb`, retrained on each update, as the
         accuracy benchmark's ``NAME+xgb`` fits it on the k samples)."""
-        from tvm.s_tir import meta_schedule as ms
+        from tuner.models.xgb_transfer import task_xgb
 
         if state.local is None:
-            state.local = ms.cost_model.XGBModel(num_warmup_samples=0,
-                                                 adaptive_training=False, verbose_eval=0,
-                                                 num_tuning_cores=self.num_cores)
+            state.local = task_xgb(self.num_cores)
         state.local.update(context, candidates, results)
 
     def blend_weight(self, measured: int) -> float:
         """The task-local XGBoost's share of the scores after ``measured`` measurements."""
-        if self.blend_k0 <= 0 or measured <= 0:
-            return 0.0
-        return measured / (measured + self.blend_k0)
+        return blend_share(measured, self.blend_k0)
 
     def predict(self, context, candidates) -> np.ndarray:
         """Scores (higher is better), a float64 array in the candidates' order: the
@@ -326,6 +322,15 @@ class MetaTuneCostModel(PyCostModel):
                                   f"{str(err).splitlines()[0][:160]}") from err
         self.graph = blob["graph"]
         self.tasks = {k: TaskState(list(e), list(s), f) for k, (e, s, f) in blob["tasks"].items()}
+
+
+def blend_share(measured: int, k0: float) -> float:
+    """The task-local XGBoost's share of a blend after ``measured`` measurements of the
+    task: ``measured / (measured + k0)`` (half at ``k0``); 0 without measurements or with
+    ``k0`` <= 0 (no blend)."""
+    if k0 <= 0 or measured <= 0:
+        return 0.0
+    return measured / (measured + k0)
 
 
 def _trim(cache: OrderedDict, size: int) -> None:

@@ -113,6 +113,21 @@ def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
     return booster
 
 
+def task_xgb(num_cores: int, base=None):
+    """MetaSchedule's XGBoost fitted on exactly one task's measurements: no warm-up and no
+    adaptive skipping, so every update retrains on all of them (the accuracy benchmark's
+    ``xgb`` / ``xgb-Xfer`` and the tuner's blend use this one recipe).
+
+    Args:
+        num_cores: XGBoost threads.
+        base: The xgb-Xfer base booster (:func:`base_booster`), or ``None`` for a model
+            from scratch.
+    """
+    kw = dict(num_warmup_samples=0, adaptive_training=False, verbose_eval=0,
+              num_tuning_cores=num_cores)
+    return XGBModel(**kw) if base is None else XferXGBModel(base=base, **kw)
+
+
 @derived_object
 class XferXGBModel(XGBModel._cls):
     """MetaSchedule's ``XGBModel`` with a discounted base margin from a pre-trained booster.
