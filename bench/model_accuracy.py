@@ -48,11 +48,15 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=os.path.relpath(DEFAULT_DATA_DIR, REPO),
                    help="dataset (train/, heldout/ and their -nhwc twins)")
-    p.add_argument("--split", default="heldout", choices=("heldout", "heldout-nhwc", "val"),
+    p.add_argument("--split", default="heldout",
+                   choices=("heldout", "heldout-nhwc", "val", "train-networks"),
                    help="heldout: the network convolutions (report on these); heldout-nhwc: "
                         "the same as tune.py extracts them in NHWC, its default layout; val: the "
                         "checkpoints' validation workloads of the training split (choose "
-                        "settings on these, never on the held-out ones; with --no-xgb)")
+                        "settings on these, never on the held-out ones; with --no-xgb); "
+                        "train-networks: with --networks, those networks' convs of the other "
+                        "networks' split, left out of training (train.py "
+                        "data.leave_out_networks=[...]) to choose training data on")
     p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
@@ -99,6 +103,9 @@ def _markdown(doc: dict) -> str:
                 if split == "heldout-nhwc" else "")
              + "; never trained on)"
              if split.startswith("heldout") else
+             f"{doc['workloads']} conv tasks of {nets} in the other networks' split "
+             "(left out of training: a validation fold, used to choose training data)"
+             if split == "train-networks" else
              f"{doc['workloads']} validation workloads of the training split (the "
              "checkpoints'; not trained on, used to choose settings)")
     lines = [f"# {doc['title']}", "",
@@ -201,6 +208,28 @@ def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], 
     return names or [], splits or ["train"]
 
 
+def _refuse_trained_on(checkpoints: list[str], names: list[str]) -> None:
+    """Refuse to score a checkpoint on workloads it was trained on (by its ``.json``
+    sidecar's ``train_workloads``; a checkpoint without one is not checked).
+
+    Raises:
+        SystemExit: A checkpoint trained on some of ``names`` (the message says how to
+            leave them out).
+    """
+    for checkpoint in checkpoints:
+        sidecar = os.path.splitext(checkpoint)[0] + ".json"
+        try:
+            with open(sidecar, encoding="utf-8") as f:
+                trained = set(json.load(f)["data"]["train_workloads"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        seen = sorted(trained.intersection(names))
+        if seen:
+            raise SystemExit(f"{checkpoint} was trained on {len(seen)} of the scored "
+                             f"workloads (e.g. {seen[0]}): score it on others, or train it "
+                             "without them (train.py data.leave_out_networks=[...])")
+
+
 def _describe(cfg) -> str:
     """One line on how a checkpoint adapts."""
     lr = "learned step sizes (Meta-SGD)" if cfg.meta_sgd else f"lr {cfg.lr}"
@@ -237,6 +266,10 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         ["metatune-super", default_checkpoint(dataset, graph="super")],
         ["metatune-plain", default_checkpoint(dataset, graph="plain")]]
     val = args.split == "val"
+    if args.split == "train-networks" and not (args.networks and args.no_xgb):
+        raise SystemExit("--split train-networks: name the networks the checkpoints left out "
+                         "(--networks ...; train.py data.leave_out_networks=[...]) and pass "
+                         "--no-xgb (xgb-Xfer's base model is not trained without them)")
     if val and not args.no_xgb:
         raise SystemExit("--split val: xgb-Xfer's base model is trained on the whole training "
                          "split, these workloads included; pass --no-xgb")
@@ -266,6 +299,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     if not workloads:
         raise SystemExit(f"no {args.split} workload has {args.query + max(args.ks)} valid "
                          "samples: lower --query or the largest of --ks")
+    _refuse_trained_on([p for _, p in specs], [w.name for w in workloads])
     logging.info("%d %s workloads loaded in %.0f s", len(workloads), args.split,
                  time.perf_counter() - start)
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}

@@ -13,7 +13,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
-from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split
+from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split, workload_order
+from metatune.errors import ConfigError
 
 
 def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,
@@ -163,6 +164,28 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+def _without_networks(workloads: list[WorkloadSamples], dirs: list[str],
+                      networks: list[str]) -> list[WorkloadSamples]:
+    """``workloads`` less every one that a network of ``networks`` uses (by the splits'
+    ``meta.json``; a workload several networks share goes if any of them is named).
+
+    Raises:
+        ConfigError: A named network uses no workload of these splits (the message lists
+            the networks they have).
+    """
+    used_by: dict[str, set[str]] = {}
+    for d in dirs:
+        for w in workload_order(d):
+            used_by.setdefault(w["name"], set()).update(w.get("networks", []))
+    known = set().union(*used_by.values()) if used_by else set()
+    unknown = sorted(set(networks) - known)
+    if unknown:
+        raise ConfigError(f"data.leave_out_networks={networks}: {', '.join(unknown)} uses no "
+                          f"workload of {', '.join(dirs)}; their networks: "
+                          f"{', '.join(sorted(known)) or 'none'}")
+    return [w for w in workloads if not used_by.get(w.name, set()) & set(networks)]
+
+
 def _collate_tasks(tasks: list) -> list:
     return tasks
 
@@ -183,13 +206,15 @@ class GraphDataModule(pl.LightningDataModule):
         tasks_per_batch: Tasks per meta-batch.
         val_tasks: Validation tasks per epoch.
         seed: Seed of the workload split and the samplers.
+        leave_out_networks: Drop every workload one of these networks uses (its split's
+            ``meta.json`` ``networks``), e.g. to validate on their convs afterwards.
     """
 
     def __init__(self, split_dirs: str | list[str], mode: str, cache_dir: str | None = None,
                  val_fraction: float = 0.15, batch_size: int = 64, ways: int = 5,
                  shots: int = 8, queries: int = 16, tasks_per_batch: int = 4,
                  val_tasks: int = 16, seed: int = 0, targets: str = "workload",
-                 per_workload: int = 0) -> None:
+                 per_workload: int = 0, leave_out_networks: list[str] | None = None) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.train_workloads: list[WorkloadSamples] = []
@@ -201,6 +226,8 @@ class GraphDataModule(pl.LightningDataModule):
         hp = self.hparams
         dirs = [hp.split_dirs] if isinstance(hp.split_dirs, str) else list(hp.split_dirs)
         workloads = [w for d in dirs for w in load_split(d, hp.mode, hp.cache_dir)]
+        if hp.leave_out_networks:
+            workloads = _without_networks(workloads, dirs, list(hp.leave_out_networks))
         if len(workloads) < 2:
             raise ValueError(f"{', '.join(dirs)}: {len(workloads)} workload(s) with samples; "
                              "training needs at least 2 (collect more: python collect.py run)")

@@ -43,13 +43,21 @@ class DataConfig:
 
     ``splits`` are folders of ``data_dir`` trained on together: ``train`` (NCHW, as
     networks are imported), ``train-nhwc`` (the 2-D kinds in NHWC, ``tune.py``'s default
-    layout) and ``train-networks`` (other networks' convs) when collected. A held-out split
-    is never trained on.
+    layout) and ``train-networks`` (other networks' convs) when collected; a split of another
+    dataset is named by its path relative to ``data_dir`` (``../llvm-icelake-server/train``)
+    and, being measured on another platform, needs ``mixed_platforms``. A held-out split is
+    never trained on.
+
+    ``leave_out_networks`` drops every workload that one of these networks uses
+    (``meta.json``'s ``networks``), so that their convs can validate a choice of training
+    data (``bench/model_accuracy.py --split train-networks --networks ...``).
     """
 
     splits: list[str] = field(default_factory=lambda: ["train"])
     val_fraction: float = 0.15
     batch_size: int = 64
+    mixed_platforms: bool = False
+    leave_out_networks: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         """Check the batch size and the splits.
@@ -58,7 +66,8 @@ class DataConfig:
             ConfigError: ``batch_size`` not positive; no split, or a held-out one.
         """
         _check_count("data.batch_size", self.batch_size)
-        if not self.splits or any(not s.startswith("train") for s in self.splits):
+        if not self.splits or any(not os.path.basename(os.path.normpath(s)).startswith("train")
+                                  for s in self.splits):
             raise ConfigError(f"data.splits={list(self.splits)}: give one or more training "
                               "splits (train, train-nhwc, train-networks); the held-out "
                               "splits are for evaluation only")
@@ -220,12 +229,13 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     start = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
+    platform = training_platform(cfg.data_dir, cfg.data.splits, cfg.data.mixed_platforms)
     m = cfg.meta
     dm = GraphDataModule(
         [os.path.join(cfg.data_dir, split) for split in cfg.data.splits], cfg.graph, cfg.cache_dir,
         cfg.data.val_fraction, cfg.data.batch_size, m.ways, m.shots, m.queries,
         m.tasks_per_batch, m.val_tasks, cfg.seed, targets=m.targets,
-        per_workload=cfg.pretrain.per_workload)
+        per_workload=cfg.pretrain.per_workload, leave_out_networks=cfg.data.leave_out_networks)
     dm.setup()
     logger.info("%d training and %d validation workloads", len(dm.train_workloads),
                 len(dm.val_workloads))
@@ -248,8 +258,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
-                      freeze_gcn=m.freeze_gcn, graph=cfg.graph,
-                      platform=training_platform(cfg.data_dir, cfg.data.splits))
+                      freeze_gcn=m.freeze_gcn, graph=cfg.graph, platform=platform)
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
                          val_check_interval=max(1, min(m.val_every, m.steps)),
@@ -273,21 +282,40 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     return {"checkpoint": out, "metrics": metrics}
 
 
-def training_platform(data_dir: str, splits: list[str]) -> dict:
+def training_platform(data_dir: str, splits: list[str], mixed: bool = False) -> dict:
     """Where the training splits were measured (:func:`metatune.dataset.dataset_platform`).
 
+    Args:
+        data_dir: The dataset the splits are folders of (or relative to).
+        splits: The training splits.
+        mixed: Allow splits of several platforms (``data.mixed_platforms``).
+
+    Returns:
+        The platform (``target``, ``cpu``, ``cpu_flags``). With splits of several platforms:
+        that of the first split of ``data_dir`` itself (whose name the checkpoint takes),
+        plus ``mixed``: one entry per split, ``{"split": ..., **platform}``, so that a tuner
+        can say what the model was trained on.
+
     Raises:
-        ConfigError: Two splits were measured on different platforms (CPU, flags, target).
+        ConfigError: Two splits were measured on different platforms (CPU, flags, target)
+            and ``mixed`` is not set.
     """
     from metatune.dataset import dataset_platform
 
     platforms = {s: dataset_platform(os.path.join(data_dir, s)) for s in splits}
     first = platforms[splits[0]]
-    for split, platform in platforms.items():
-        if platform != first:
-            raise ConfigError(f"data.splits: {split} was measured on {platform}, "
-                              f"{splits[0]} on {first}; train on splits of one platform")
-    return first
+    if all(p == first for p in platforms.values()):
+        return first
+    if not mixed:
+        other = next(s for s, p in platforms.items() if p != first)
+        raise ConfigError(f"data.splits: {other} was measured on {platforms[other]}, "
+                          f"{splits[0]} on {first}; train on splits of one platform, or set "
+                          "data.mixed_platforms=true to train across them on purpose (the "
+                          "checkpoint records every platform)")
+    root = os.path.realpath(data_dir) + os.sep
+    own = [s for s in splits if os.path.realpath(os.path.join(data_dir, s)).startswith(root)]
+    return {**platforms[own[0] if own else splits[0]],
+            "mixed": [{"split": s, **p} for s, p in platforms.items()]}
 
 
 def _pretrained_state(path: str, graph: str, shape: dict[str, Any]) -> dict[str, Any]:

@@ -54,10 +54,17 @@ class TrainedModel:
     platform: dict = field(default_factory=dict)
 
     def platform_note(self, target) -> str | None:
-        """A note when the training data was measured for another CPU than ``target``'s
-        (the checkpoint still works: its ranking transfers, and it fine-tunes online)."""
+        """A note when the training data was measured for another CPU than ``target``'s,
+        or for several (the checkpoint still works: its ranking transfers, and it
+        fine-tunes online)."""
         trained = _mcpu_of(self.platform.get("target"))
         mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
+        mixed = self.platform.get("mixed") or []
+        if mixed:  # trained across platforms on purpose (data.mixed_platforms)
+            parts = ", ".join(f"{p.get('split')} for -mcpu={_mcpu_of(p.get('target'))}"
+                              for p in mixed)
+            return (f"the cost model was trained on data of several CPUs ({parts}); tuning "
+                    f"for -mcpu={mcpu or '?'} (it adapts online to this one)")
         if not trained or not mcpu or trained == mcpu:
             return None
         return (f"the cost model was trained on data measured for -mcpu={trained} "
