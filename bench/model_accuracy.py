@@ -67,6 +67,10 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-data", default=None,
                    help="the dataset xgb-Xfer pre-trains on (its train/ split); default: --data."
                         " Another CPU's dataset measures transfer across CPUs")
+    p.add_argument("--xfer-splits", nargs="+", default=None, metavar="SPLIT",
+                   help="the splits of --train-data xgb-Xfer's base model trains on (default: "
+                        "train); paths relative to it name other datasets' splits, e.g. "
+                        "train-networks ../llvm-icelake-server/train: the checkpoints' data")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--ks", type=int, nargs="+", default=[0, 8, 16, 32, 64])
     p.add_argument("--query", type=int, default=32, help="query candidates per workload")
@@ -118,6 +122,10 @@ def _markdown(doc: dict) -> str:
                 f"`{doc['train_data']}`, not on this data, as are checkpoints trained "
                 "there; every method adapts on this data's k samples"]
                if doc.get("train_data", doc.get("data")) != doc.get("data") else []),
+             *([f"- xgb-Xfer's base model trains on the splits "
+                f"{', '.join(f'`{sp}`' for sp in doc['xfer_splits'])} of `{doc['train_data']}`"
+                " (the checkpoints' training data)"]
+               if doc.get("xfer_splits", ["train"]) != ["train"] else []),
              f"- {where}, query {doc['query']} candidates each, "
              f"seeds {doc['seeds']}; support = k other measured candidates",
              "- targets: throughput relative to the best support candidate (the workload's "
@@ -334,7 +342,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         notes[key] = (f"`{name}` adapted, blended with `xgb` trained on the k samples, "
                       f"weighted k / (k + {k0:g}) (the model alone at k = 0)")
     if not args.no_xgb:
-        base = base_booster(os.path.join(args.train_data or args.data, "train"), info.target,
+        base = base_booster([os.path.join(args.train_data or args.data, sp)
+                             for sp in args.xfer_splits or ["train"]], info.target,
                             info.num_cores, args.cache_dir)
         methods.update({"xgb": local_xgb,
                         "xgb-Xfer": XGBMethod(info.target, info.num_cores, base)})
@@ -343,7 +352,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     doc = {
         **provenance("model_accuracy.py"), **({"command": command} if command else {}),
         "title": args.title, "data": args.data, "split": args.split,
-        "train_data": args.train_data or args.data,
+        "train_data": args.train_data or args.data, "xfer_splits": args.xfer_splits or ["train"],
         "target": info.description,
         "runtime": runtime_info(info.num_cores), "cpu_flags": simd_flags(),
         "workloads": len(workloads), "networks": args.networks, "query": args.query,

@@ -138,6 +138,10 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     assert before.shape == (len(w.candidates),) and np.isfinite(before).all()
     cached = XferXGBModel(base=again, num_warmup_samples=0, num_tuning_cores=1)
     assert np.allclose(cached.predict(ctx, w.candidates), before)
+    # several splits train one base model, cached apart from the one split's
+    two = base_booster([split, split], target, 1, str(tmp_path))
+    assert len(list(tmp_path.glob("xgb-xfer-*.json"))) == 2
+    assert two.num_boosted_rounds() > 0
     model.update(ctx, w.candidates[:4], [RunnerResult([float(s)], None) for s in w.seconds[:4]])
     after = model.predict(ctx, w.candidates)
     assert not np.allclose(after, before)

@@ -54,6 +54,22 @@ def test_val_split_refuses_xgb():
         model_accuracy.main(["--split", "val"])
 
 
+def test_a_networks_fold_needs_its_networks_and_no_xgb():
+    with pytest.raises(SystemExit, match="--networks"):
+        model_accuracy.main(["--split", "train-networks", "--no-xgb"])
+    with pytest.raises(SystemExit, match="--no-xgb"):
+        model_accuracy.main(["--split", "train-networks", "--networks", "googlenet"])
+
+
+def test_a_checkpoint_is_not_scored_on_workloads_it_trained_on(tmp_path):
+    ckpt = tmp_path / "a.ckpt"
+    ckpt.with_suffix(".json").write_text(json.dumps({"data": {"train_workloads": ["n/w1"]}}))
+    model_accuracy._refuse_trained_on([str(ckpt)], ["n/w2"])
+    model_accuracy._refuse_trained_on([str(tmp_path / "no-sidecar.ckpt")], ["n/w1"])
+    with pytest.raises(SystemExit, match="trained on 1 of the scored.*leave_out_networks"):
+        model_accuracy._refuse_trained_on([str(ckpt)], ["n/w1", "n/w2"])
+
+
 def test_ranking_ceiling_scores_one_platforms_order_against_anothers():
     import ranking_ceiling
 

@@ -41,14 +41,14 @@ def candidate_features(model: XGBModel, context, candidates) -> list[np.ndarray]
     return [x.numpy().astype("float32") for x in model.extractor.extract_from(context, candidates)]
 
 
-def train_base_booster(split_dir: str, target, num_cores: int):
-    """Train MetaSchedule's XGBoost on every workload of a dataset split.
+def train_base_booster(split_dir: str | list[str], target, num_cores: int):
+    """Train MetaSchedule's XGBoost on every workload of one or more dataset splits.
 
     Targets are MetaSchedule's own: each workload's best run time over the candidate's
-    (``min_cost / cost``), one group per workload.
+    (``min_cost / cost``), one group per workload (and split).
 
     Args:
-        split_dir: ``data/<target>/train``.
+        split_dir: ``data/<target>/train``, or several splits trained on together.
         target: The ``tvm.target.Target`` the features are extracted for.
         num_cores: Threads for XGBoost.
 
@@ -57,15 +57,17 @@ def train_base_booster(split_dir: str, target, num_cores: int):
     """
     from tvm.s_tir import meta_schedule as ms
 
-    groups: dict[str, tuple] = {}
-    for item in iter_replayed(split_dir):
-        name = item.info["name"]
-        if name not in groups:
-            groups[name] = (item.workload.mod, [], [])
-        groups[name][1].append(as_candidate(item.sch))
-        groups[name][2].append(item.seconds)
+    dirs = [split_dir] if isinstance(split_dir, str) else list(split_dir)
+    groups: dict[tuple[str, str], tuple] = {}
+    for d in dirs:
+        for item in iter_replayed(d):
+            key = (d, item.info["name"])
+            if key not in groups:
+                groups[key] = (item.workload.mod, [], [])
+            groups[key][1].append(as_candidate(item.sch))
+            groups[key][2].append(item.seconds)
     if not groups:
-        raise XferError(f"{split_dir}: no valid records to pre-train xgb-Xfer on "
+        raise XferError(f"{', '.join(dirs)}: no valid records to pre-train xgb-Xfer on "
                         "(collect the dataset first: python collect.py run)")
     model = XGBModel(num_warmup_samples=0, num_tuning_cores=num_cores, verbose_eval=0)
     xs: list[np.ndarray] = []
@@ -80,11 +82,11 @@ def train_base_booster(split_dir: str, target, num_cores: int):
     return model.booster
 
 
-def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
-    """The xgb-Xfer base model of a split, trained once and cached.
+def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: str):
+    """The xgb-Xfer base model of a split (or of several together), trained once and cached.
 
     Args:
-        split_dir: ``data/<target>/train``.
+        split_dir: ``data/<target>/train``, or several splits.
         target: The ``tvm.target.Target``.
         num_cores: Threads for XGBoost.
         cache_dir: Where the trained booster is kept (keyed by the data files).
@@ -94,11 +96,14 @@ def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
     """
     import xgboost as xgb
 
-    if not os.path.isfile(os.path.join(split_dir, "meta.json")):
-        raise XferError(f"{split_dir}/meta.json not found: xgb-Xfer pre-trains on the "
-                        "dataset's training split (python collect.py run)")
+    dirs = [split_dir] if isinstance(split_dir, str) else list(split_dir)
+    for d in dirs:
+        if not os.path.isfile(os.path.join(d, "meta.json")):
+            raise XferError(f"{d}/meta.json not found: xgb-Xfer pre-trains on the "
+                            "dataset's training split (python collect.py run)")
     os.makedirs(cache_dir, exist_ok=True)
-    path = os.path.join(cache_dir, f"xgb-xfer-{split_fingerprint(split_dir)}.json")
+    key = "-".join(split_fingerprint(d) for d in dirs)  # one split: its fingerprint, as before
+    path = os.path.join(cache_dir, f"xgb-xfer-{key}.json")
     if os.path.isfile(path):
         booster = xgb.Booster()
         try:
@@ -106,7 +111,7 @@ def base_booster(split_dir: str, target, num_cores: int, cache_dir: str):
             return booster
         except xgb.core.XGBoostError as err:
             logger.warning("cached base model %s unreadable (%s): retraining", path, err)
-    logger.info("training the xgb-Xfer base model on %s (once; cached in %s)", split_dir,
+    logger.info("training the xgb-Xfer base model on %s (once; cached in %s)", ", ".join(dirs),
                 cache_dir)
     booster = train_base_booster(split_dir, target, num_cores)
     booster.save_model(path)
