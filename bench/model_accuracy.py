@@ -167,16 +167,25 @@ def network_workloads(split_dir: str, networks: list[str]) -> list[str]:
     Raises:
         SystemExit: A network the split has no workload of (the message lists them).
     """
-    from metatune.dataset import workload_order
+    from metatune import dataset
 
-    order = workload_order(split_dir)
-    known = sorted({n for w in order for n in w.get("networks", [])})
+    names, known = dataset.network_workloads([split_dir], networks)
     unknown = sorted(set(networks) - set(known))
     if unknown:
         raise SystemExit(f"--networks {' '.join(unknown)}: {split_dir} has no workload of "
                          f"{'it' if len(unknown) == 1 else 'them'}; its networks: "
                          f"{', '.join(known) or 'none'}")
-    return [w["name"] for w in order if set(w.get("networks", [])) & set(networks)]
+    return names
+
+
+def _sidecar_data(checkpoint: str) -> dict:
+    """The ``data`` section of the ``.json`` that ``train.py`` writes beside a checkpoint.
+
+    Raises:
+        OSError, ValueError, KeyError, TypeError: No readable sidecar, or none with it.
+    """
+    with open(os.path.splitext(checkpoint)[0] + ".json", encoding="utf-8") as f:
+        return json.load(f)["data"]
 
 
 def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], list[str]]:
@@ -193,8 +202,7 @@ def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], 
     for checkpoint in checkpoints:
         sidecar = os.path.splitext(checkpoint)[0] + ".json"
         try:
-            with open(sidecar, encoding="utf-8") as f:
-                meta = json.load(f)["data"]
+            meta = _sidecar_data(checkpoint)
             found, trained_on = list(meta["val_workloads"]), meta["dir"]
             found_splits = list(meta.get("splits") or ["train"])
         except (OSError, ValueError, KeyError, TypeError) as err:
@@ -225,10 +233,8 @@ def _refuse_trained_on(checkpoints: list[str], names: list[str]) -> None:
             leave them out).
     """
     for checkpoint in checkpoints:
-        sidecar = os.path.splitext(checkpoint)[0] + ".json"
         try:
-            with open(sidecar, encoding="utf-8") as f:
-                trained = set(json.load(f)["data"]["train_workloads"])
+            trained = set(_sidecar_data(checkpoint)["train_workloads"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
         seen = sorted(trained.intersection(names))

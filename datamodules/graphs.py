@@ -13,7 +13,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
-from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split, workload_order
+from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split, network_workloads
 from metatune.errors import ConfigError
 
 
@@ -173,17 +173,14 @@ def _without_networks(workloads: list[WorkloadSamples], dirs: list[str],
         ConfigError: A named network uses no workload of these splits (the message lists
             the networks they have).
     """
-    used_by: dict[str, set[str]] = {}
-    for d in dirs:
-        for w in workload_order(d):
-            used_by.setdefault(w["name"], set()).update(w.get("networks", []))
-    known = set().union(*used_by.values()) if used_by else set()
-    unknown = sorted(set(networks) - known)
+    names, known = network_workloads(dirs, networks)
+    unknown = sorted(set(networks) - set(known))
     if unknown:
         raise ConfigError(f"data.leave_out_networks={networks}: {', '.join(unknown)} uses no "
                           f"workload of {', '.join(dirs)}; their networks: "
-                          f"{', '.join(sorted(known)) or 'none'}")
-    return [w for w in workloads if not used_by.get(w.name, set()) & set(networks)]
+                          f"{', '.join(known) or 'none'}")
+    drop = set(names)
+    return [w for w in workloads if w.name not in drop]
 
 
 def _collate_tasks(tasks: list) -> list:

@@ -185,6 +185,17 @@ def workload_order(split_dir: str) -> list[dict]:
         return json.load(f)["workloads"]
 
 
+def network_workloads(split_dirs: list[str],
+                      networks: Collection[str]) -> tuple[list[str], list[str]]:
+    """The workloads of these splits that any of ``networks`` uses (``meta.json``'s
+    ``networks`` of each entry: a workload several networks share belongs to each of them),
+    in ``meta.json`` order, and every network the splits have (sorted), so that a caller
+    can name the ones it was given that use none."""
+    order = [w for d in split_dirs for w in workload_order(d)]
+    known = sorted({n for w in order for n in w.get("networks", [])})
+    return [w["name"] for w in order if set(w.get("networks", [])) & set(networks)], known
+
+
 def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:
     graphs: dict[str, list] = {}
     for item in iter_replayed(split_dir):

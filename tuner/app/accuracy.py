@@ -351,7 +351,6 @@ class XGBMethod:
         self.target, self.num_cores, self.base = target, num_cores, base
         self._last: tuple | None = None  # the last scores (methods built on this one reuse them)
 
-
     def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
                seed: int) -> np.ndarray:
         from tvm.s_tir import meta_schedule as ms
