@@ -13,7 +13,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
-from metatune.dataset import EPISODE_TARGETS, WorkloadSamples, load_split, network_workloads
+from metatune.dataset import (EPISODE_TARGETS, WorkloadSamples, as_split_dirs, load_split,
+                              network_workloads)
 from metatune.errors import ConfigError
 
 
@@ -221,7 +222,7 @@ class GraphDataModule(pl.LightningDataModule):
         if self.train_workloads:
             return
         hp = self.hparams
-        dirs = [hp.split_dirs] if isinstance(hp.split_dirs, str) else list(hp.split_dirs)
+        dirs = as_split_dirs(hp.split_dirs)
         workloads = [w for d in dirs for w in load_split(d, hp.mode, hp.cache_dir)]
         if hp.leave_out_networks:
             workloads = _without_networks(workloads, dirs, list(hp.leave_out_networks))

@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -177,6 +177,11 @@ def dataset_platform(split_dir: str) -> dict:
     return {"target": settings.get("target", meta.get("target")),
             "cpu": settings.get("cpu", machine.get("cpu")),
             "cpu_flags": settings.get("cpu_flags", machine.get("cpu_flags"))}
+
+
+def as_split_dirs(split_dirs: str | Sequence[str]) -> list[str]:
+    """One split directory or several, as a list."""
+    return [split_dirs] if isinstance(split_dirs, str) else list(split_dirs)
 
 
 def workload_order(split_dir: str) -> list[dict]:

@@ -57,6 +57,9 @@ def test_collect_resumes_without_duplicates(tmp_path, capsys):
     assert summary["valid_samples"] + summary["failed_samples"] == len(second)
     assert summary["valid_samples"] == 6 or len(second) == 12
     assert summary["per_kind"]["conv1d"]["workloads"] == 1
+    # a run keeps the summary beside the splits (the dataset's README cites it)
+    kept = json.loads((tmp_path / "data" / "summary.json").read_text())["train"]
+    assert kept["valid_samples"] == summary["valid_samples"]
 
 
 def test_heldout_split_collects_network_convolutions(tmp_path, capsys):

@@ -104,6 +104,10 @@ def test_checkpoint_from_another_cpu_loads_with_a_note():
     assert note and "-mcpu=znver3" in note and "collect its data" in note
     trained_on = Target(model.platform["target"])
     assert model.platform_note(trained_on) is None
+    assert model.covers(trained_on) and not model.covers(here)
+    # where this CPU has a checkpoint of its own, the note points to it
+    note = model.platform_note(here, own_checkpoint="checkpoints/llvm-znver3-super.ckpt")
+    assert "llvm-znver3-super.ckpt" in note and "collect its data" not in note
 
 
 def test_blend_hands_the_scores_over_to_a_task_local_xgboost(context_and_candidates):

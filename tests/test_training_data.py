@@ -74,5 +74,9 @@ def test_a_model_trained_across_platforms_says_so_when_loaded():
         "target": ROCKETLAKE, "mixed": [{"split": "../llvm-icelake-server/train",
                                          "target": ICELAKE},
                                         {"split": "train-networks", "target": ROCKETLAKE}]})
-    note = model.platform_note(Target({"kind": "llvm", "mcpu": "rocketlake"}))
+    here = Target({"kind": "llvm", "mcpu": "rocketlake"})
+    note = model.platform_note(here)
     assert note and "several CPUs" in note and "-mcpu=icelake-server" in note
+    assert model.covers(here) and "collect its data" not in note  # news, not a warning
+    elsewhere = Target({"kind": "llvm", "mcpu": "znver4"})
+    assert not model.covers(elsewhere) and "collect its data" in model.platform_note(elsewhere)

@@ -293,7 +293,7 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
         raise
     finally:
         session.close()
-    return summarize(cfg.out)
+    return write_summary(cfg.out)
 
 
 def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, session, info,
@@ -490,6 +490,24 @@ def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
             "target": meta["target_description"],
             "updated": meta["updated"],
         }
+    return summary
+
+
+def write_summary(out_dir: str) -> dict[str, Any]:
+    """:func:`summarize` the dataset and keep it beside its splits (``summary.json``).
+
+    Args:
+        out_dir: The packed dataset directory.
+
+    Returns:
+        The summary written.
+    """
+    summary = summarize(out_dir)
+    path = os.path.join(out_dir, "summary.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
     return summary
 
 

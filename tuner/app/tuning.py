@@ -20,7 +20,8 @@ from tuner.engine.durability import RecordFileGuard, as_write_error
 from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
-from tuner.engine.platforms import dataset_kind, default_checkpoint_for, default_data_dir
+from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
+                                    own_checkpoint)
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
@@ -97,9 +98,15 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
                                       if target is not None else default_checkpoint(graph=m.graph))
         model = load_model(checkpoint, graph=m.graph, from_scratch=bool(m.from_scratch))
         model.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
-        note = model.platform_note(target) if target is not None else None
-        if note:
-            logger.warning("%s", note)
+        if target is not None:
+            own = own_checkpoint(target, m.graph)
+            if own and checkpoint and os.path.exists(checkpoint) and os.path.samefile(
+                    own, checkpoint):
+                own = None  # it is the one loaded
+            note = model.platform_note(target, own_checkpoint=own)
+            if note:  # a warning only when none of its data is of this CPU
+                logger.log(logging.INFO if model.covers(target) else logging.WARNING,
+                           "%s", note)
         return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device),
                                  blend_k0=m.blend_k0, num_cores=num_cores)
     if name == "xgb":

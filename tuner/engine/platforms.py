@@ -94,7 +94,12 @@ def default_checkpoint_for(target, graph: str) -> str:
     Raises:
         ConfigError: No checkpoint of the target's kind ships with MetaTune.
     """
+    return (own_checkpoint(target, graph)
+            or default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph=graph))
+
+
+def own_checkpoint(target, graph: str) -> str | None:
+    """The target's own platform's checkpoint (``checkpoints/<platform>-<graph>.ckpt``),
+    ``None`` when this repository has none."""
     own = default_checkpoint(platform_id(target), graph=graph)
-    if os.path.isfile(own):
-        return own
-    return default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph=graph)
+    return own if os.path.isfile(own) else None

@@ -53,24 +53,45 @@ class TrainedModel:
     graph: str
     platform: dict = field(default_factory=dict)
 
-    def platform_note(self, target) -> str | None:
+    def trained_cpus(self) -> list[str]:
+        """The ``mcpu`` of every platform the training data was measured for."""
+        mixed = self.platform.get("mixed") or []
+        cpus = [_mcpu_of(p.get("target")) for p in mixed] or [_mcpu_of(self.platform.get("target"))]
+        return [c for c in dict.fromkeys(cpus) if c]
+
+    def covers(self, target) -> bool:
+        """Whether some of the training data was measured for ``target``'s CPU."""
+        mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
+        return bool(mcpu) and mcpu in self.trained_cpus()
+
+    def platform_note(self, target, own_checkpoint: str | None = None) -> str | None:
         """A note when the training data was measured for another CPU than ``target``'s,
         or for several (the checkpoint still works: its ranking transfers, and it
-        fine-tunes online)."""
+        fine-tunes online).
+
+        Args:
+            target: The ``tvm.target.Target`` tuned for.
+            own_checkpoint: The target CPU's own checkpoint, when there is one and another
+                was loaded: the note points to it instead of advising to train one.
+        """
         trained = _mcpu_of(self.platform.get("target"))
         mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
         mixed = self.platform.get("mixed") or []
+        advice = (f"this CPU's own checkpoint is {own_checkpoint} (loaded when "
+                  "metatune.checkpoint is left unset)" if own_checkpoint else
+                  "for a checkpoint of this CPU, collect its data (python collect.py run) "
+                  "and train on it")
         if mixed:  # trained across platforms on purpose (data.mixed_platforms)
             parts = ", ".join(f"{p.get('split')} for -mcpu={_mcpu_of(p.get('target'))}"
                               for p in mixed)
-            return (f"the cost model was trained on data of several CPUs ({parts}); tuning "
+            note = (f"the cost model was trained on data of several CPUs ({parts}); tuning "
                     f"for -mcpu={mcpu or '?'} (it adapts online to this one)")
+            return note if self.covers(target) or not mcpu else f"{note}; {advice}"
         if not trained or not mcpu or trained == mcpu:
             return None
         return (f"the cost model was trained on data measured for -mcpu={trained} "
                 f"({self.platform.get('cpu')}); tuning for -mcpu={mcpu} transfers it across "
-                "CPUs (it still adapts online); for a checkpoint of this CPU, collect its "
-                "data (python collect.py run) and train on it")
+                f"CPUs (it still adapts online); {advice}")
 
 
 def _mcpu_of(target: str | None) -> str | None:

@@ -20,7 +20,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import XGBModel  # a derived object: subclass ._cls
 
-from metatune.dataset import iter_replayed, split_fingerprint
+from metatune.dataset import as_split_dirs, iter_replayed, split_fingerprint
 from metatune.errors import MetaTuneError
 from tuner.engine.database import as_candidate
 
@@ -57,7 +57,7 @@ def train_base_booster(split_dir: str | list[str], target, num_cores: int):
     """
     from tvm.s_tir import meta_schedule as ms
 
-    dirs = [split_dir] if isinstance(split_dir, str) else list(split_dir)
+    dirs = as_split_dirs(split_dir)
     groups: dict[tuple[str, str], tuple] = {}
     for d in dirs:
         for item in iter_replayed(d):
@@ -96,7 +96,7 @@ def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: 
     """
     import xgboost as xgb
 
-    dirs = [split_dir] if isinstance(split_dir, str) else list(split_dir)
+    dirs = as_split_dirs(split_dir)
     for d in dirs:
         if not os.path.isfile(os.path.join(d, "meta.json")):
             raise XferError(f"{d}/meta.json not found: xgb-Xfer pre-trains on the "
