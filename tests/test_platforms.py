@@ -9,7 +9,7 @@ import pytest
 import tvm
 
 import metatune.config
-from metatune.config import SHIPPED_DATASET
+from metatune.config import FALLBACK_CHECKPOINT, SHIPPED_DATASET
 from metatune.errors import ConfigError
 from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
                                     platform_id)
@@ -31,14 +31,14 @@ def test_platform_names():
 
 def test_own_platform_first_else_the_shipped_one(tmp_path, monkeypatch):
     monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
-    shipped = tmp_path / "checkpoints" / f"{SHIPPED_DATASET}-super.ckpt"
+    shipped = tmp_path / "checkpoints" / f"{FALLBACK_CHECKPOINT}-super.ckpt"
     assert default_checkpoint_for(HASWELL, "super") == str(shipped)
     assert default_data_dir(HASWELL) == str(tmp_path / "data" / SHIPPED_DATASET)
     _touch(str(tmp_path / "checkpoints" / "llvm-haswell-super.ckpt"))
     _touch(str(tmp_path / "data" / "llvm-haswell" / "train" / "meta.json"), "{}")
     assert default_checkpoint_for(HASWELL, "super").endswith("llvm-haswell-super.ckpt")
     assert default_checkpoint_for(HASWELL, "plain") == str(
-        tmp_path / "checkpoints" / f"{SHIPPED_DATASET}-plain.ckpt")
+        tmp_path / "checkpoints" / f"{FALLBACK_CHECKPOINT}-plain.ckpt")
     assert default_data_dir(HASWELL) == str(tmp_path / "data" / "llvm-haswell")
 
 
@@ -69,7 +69,7 @@ def test_the_run_names_the_checkpoint_and_data_it_uses(tmp_path, monkeypatch):
     monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
     cfg = with_model_sources(load_tune_config(overrides=["preset=meta-BO"]), info)
     assert cfg.metatune.checkpoint == str(tmp_path / "checkpoints" /
-                                          f"{SHIPPED_DATASET}-plain.ckpt")
+                                          f"{FALLBACK_CHECKPOINT}-plain.ckpt")
     cfg = with_model_sources(load_tune_config(overrides=["preset=xgb-Xfer"]), info)
     assert cfg.xfer.data == str(tmp_path / "data" / SHIPPED_DATASET / "train")
     named = load_tune_config(overrides=["metatune.checkpoint=/x.ckpt"])

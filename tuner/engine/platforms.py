@@ -4,9 +4,11 @@ A dataset is measured for one platform, a target kind and the CPU (or GPU archit
 it compiles for, and lives in ``data/<platform>`` (e.g. ``data/llvm-icelake-server``);
 ``train.py`` writes ``checkpoints/<platform>-<graph>.ckpt`` from it. When nothing is
 named, a target uses its own platform's dataset and checkpoint when this repository has
-them, and the shipped ones (:data:`metatune.config.SHIPPED_DATASET`) for the same target
-kind otherwise: a checkpoint trained on one CPU still ranks another's schedules, and
-loading it says so in one line (:meth:`tuner.models.cost_model.TrainedModel.platform_note`).
+them, and the shipped ones for the same target kind otherwise (the dataset
+:data:`metatune.config.SHIPPED_DATASET`, the checkpoint
+:data:`metatune.config.FALLBACK_CHECKPOINT`): a checkpoint trained on other CPUs still
+ranks another's schedules, and loading it says so in one line
+(:meth:`tuner.models.cost_model.TrainedModel.platform_note`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from __future__ import annotations
 import json
 import os
 
-from metatune.config import (SHIPPED_DATASET, default_checkpoint, platform_name, repo_path,
-                             target_dict)
+from metatune.config import (FALLBACK_CHECKPOINT, SHIPPED_DATASET, default_checkpoint,
+                             platform_name, repo_path, target_dict)
 from metatune.errors import ConfigError
 
 
@@ -61,13 +63,15 @@ def dataset_kind(data_dir: str) -> str | None:
 
 
 def _shipped_for(kind: str, what: str) -> str:
-    """The shipped platform's name, if it is of target kind ``kind``."""
-    if not SHIPPED_DATASET.startswith(f"{kind}-"):
+    """The platform whose dataset (``what="dataset"``) or checkpoint a target of kind
+    ``kind`` without its own uses, if it is of that kind."""
+    shipped = FALLBACK_CHECKPOINT if what == "checkpoint" else SHIPPED_DATASET
+    if not shipped.startswith(f"{kind}-"):
         raise ConfigError(
             f"no {what} for target kind {kind!r} ships with MetaTune (the shipped one is "
-            f"{SHIPPED_DATASET}): measure one with python collect.py run "
+            f"{shipped}): measure one with python collect.py run "
             f"target={kind}, then python train.py data_dir=data/<platform>")
-    return SHIPPED_DATASET
+    return shipped
 
 
 def default_data_dir(target) -> str:
