@@ -61,7 +61,7 @@ class TrainedModel:
 
     def covers(self, target) -> bool:
         """Whether some of the training data was measured for ``target``'s CPU."""
-        mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
+        mcpu = _target_mcpu(target)
         return bool(mcpu) and mcpu in self.trained_cpus()
 
     def platform_note(self, target, own_checkpoint: str | None = None) -> str | None:
@@ -75,7 +75,7 @@ class TrainedModel:
                 was loaded: the note points to it instead of advising to train one.
         """
         trained = _mcpu_of(self.platform.get("target"))
-        mcpu = str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
+        mcpu = _target_mcpu(target)
         mixed = self.platform.get("mixed") or []
         advice = (f"this CPU's own checkpoint is {own_checkpoint} (loaded when "
                   "metatune.checkpoint is left unset)" if own_checkpoint else
@@ -92,6 +92,11 @@ class TrainedModel:
         return (f"the cost model was trained on data measured for -mcpu={trained} "
                 f"({self.platform.get('cpu')}); tuning for -mcpu={mcpu} transfers it across "
                 f"CPUs (it still adapts online); {advice}")
+
+
+def _target_mcpu(target) -> str:
+    """The ``mcpu`` of a ``tvm.target.Target`` (``""`` if it has none)."""
+    return str(target.attrs.get("mcpu", "")) if hasattr(target, "attrs") else ""
 
 
 def _mcpu_of(target: str | None) -> str | None:
