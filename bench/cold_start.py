@@ -9,7 +9,10 @@ baseline), and the round's search seconds.
 
 The default workloads are the checkpoint's validation workloads (one per convolution
 kind; never trained on, and not the framework comparison's held-out network tasks), so
-that choices made here are not tuned on the benchmark's tasks.
+that choices made here are not tuned on the benchmark's tasks. A workload named
+``network/task`` (e.g. ``resnet-18/fused_conv2d1_add1_relu11``, as ``tune.py`` lists a
+built-in network's tasks) is that network's task instead: for reports on held-out tasks,
+such as one CPU's checkpoint tuning on another (``docs/bench/cross-cpu-tuning.md``).
 
 With ``--trials-per-round`` below ``--trials`` each run tunes several rounds, and the page
 compares configurations after the whole budget: the same A/B of tune settings over full
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import sys
@@ -70,9 +74,32 @@ def default_workloads(checkpoint_json: str) -> list[str]:
     return [n for n in names if n.startswith(("conv", "winograd", "depthwise"))]
 
 
+def is_network_task(name: str) -> bool:
+    """Whether a workload name is a built-in network's task (``network/task``)."""
+    return "/" in name
+
+
+@functools.lru_cache(maxsize=None)
+def network_tasks(network: str) -> dict:
+    """A built-in network's tasks by name, extracted for this machine's target once."""
+    from tuner.engine.networks import load_network
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
+
+    info = resolve_target("llvm")
+    return {t.name: t for t in extract_tasks(load_network(network).relax_mod, info.target)}
+
+
 def workload_task(name: str):
     """A :class:`tuner.engine.tasks.TaskInfo` for a workload of the dataset's generator
-    (``configs/collect.yaml``'s ``per_kind`` and ``seed``)."""
+    (``configs/collect.yaml``'s ``per_kind`` and ``seed``), or for a built-in network's
+    task when ``name`` is ``network/task``."""
+    if is_network_task(name):
+        network, task = name.split("/", 1)
+        tasks = network_tasks(network)
+        if task not in tasks:
+            raise SystemExit(f"{network} has no task {task!r}; its tasks: {', '.join(tasks)}")
+        return tasks[task]
     import tvm
     from omegaconf import OmegaConf
     from tvm.s_tir import meta_schedule as ms
@@ -95,12 +122,15 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int,
             per_round: int | None = None) -> dict:
     """``trials`` trials on workload ``name`` in rounds of ``per_round`` (default: one
     round); its best, search seconds and tuning seconds."""
-    outcome, rounds, _, _ = tune_tasks([workload_task(name)], [
+    outcome, rounds, _, cfg = tune_tasks([workload_task(name)], [
         *overrides, f"trials={trials}", f"trials_per_round={per_round or trials}",
         f"seed={seed}"], prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
             "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run,
-            "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds}
+            "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds,
+            "cost_model": cfg.cost_model,
+            "checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
+            "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
 
 
 def summarize(runs: list[dict], configs: list[str]) -> dict:
@@ -110,19 +140,50 @@ def summarize(runs: list[dict], configs: list[str]) -> dict:
     best = {c: {w: median([r["best_ms"] for r in runs if r["config"] == c
                            and r["workload"] == w]) for w in workloads} for c in configs}
     base = best[configs[0]]
+    seeds = sorted({r["seed"] for r in runs})
+    by_run = {(r["config"], r["workload"], r["seed"]): r["best_ms"] for r in runs}
     out = {}
     for config in configs:
         mine = [r for r in runs if r["config"] == config]
         ratios = [b / base[w] for w, b in best[config].items() if b and base[w]]
+        per_seed = {}  # each seed's geomean over the workloads both runs measured
+        for seed in seeds:
+            pairs = [(by_run.get((config, w, seed)), by_run.get((configs[0], w, seed)))
+                     for w in workloads]
+            seed_ratios = [a / b for a, b in pairs if a and b]
+            per_seed[str(seed)] = geomean(seed_ratios) if seed_ratios else None
         out[config] = {
             "median_best_ms": best[config],
             "geomean_over_base": geomean(ratios),
+            "geomean_over_base_per_seed": per_seed,
             "workloads_better": sum(x < 1.0 for x in ratios),
             "median_search_s": median([r["search_s"] for r in mine]),
             "median_tuning_s": median([r.get("tuning_seconds") for r in mine]),
             "runs_without_result": sum(r["best_ms"] is None for r in mine),
         }
     return out
+
+
+def workloads_said(workloads: list[str]) -> str:
+    """What the page's workloads are, for its header."""
+    if all(is_network_task(w) for w in workloads):
+        return ("built-in networks' tasks (the framework comparison's held-out convolutions: "
+                "in no dataset's training split)")
+    if any(is_network_task(w) for w in workloads):
+        return "generated validation workloads and built-in networks' tasks"
+    return "the checkpoint's validation convolutions (never trained on, not benchmark tasks)"
+
+
+def sources_said(runs: list[dict]) -> list[str]:
+    """One bullet per configuration whose cost model was trained on something: what."""
+    said: dict[str, str] = {}
+    for r in runs:
+        where = r.get("checkpoint") or r.get("xfer_data")
+        if where and r["config"] not in said:
+            said[r["config"]] = " + ".join(
+                os.path.relpath(p, REPO) if os.path.isabs(p) else p
+                for p in ([where] if isinstance(where, str) else where))
+    return [f"- `{c}` trained on: `{w}`" for c, w in said.items()]
 
 
 def markdown(doc: dict) -> str:
@@ -139,24 +200,31 @@ def markdown(doc: dict) -> str:
              *([f"- runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),
              f"- {budget} per run, seeds {doc['seeds']}, "
-             f"{doc['runs_done']} runs; workloads: the checkpoint's validation convolutions "
-             "(never trained on, not benchmark tasks)",
+             f"{doc['runs_done']} runs; workloads: " + workloads_said(workloads),
+             *sources_said(doc.get("runs", [])),
              "- configurations (the first is the baseline): "
              + "; ".join(f"`{c}`: `{o}`" for c, o in doc["configs"].items()), "",
-             "| configuration | best vs baseline (geomean) | workloads better | "
+             "| configuration | best vs baseline (geomean) | each seed's | workloads better | "
              "search s (median) | tuning s (median) | runs without result | "
              + " | ".join(workloads) + " |",
-             "|---|---|---|---|---|---|" + "---|" * len(workloads)]
+             "|---|---|---|---|---|---|---|" + "---|" * len(workloads)]
     for config, s in doc["summary"].items():
         tuning = s.get("median_tuning_s")
-        lines.append(f"| {config} | {s['geomean_over_base']:.3f} | {s['workloads_better']} "
+        each = ", ".join("-" if v is None else f"{v:.3f}"
+                         for v in s.get("geomean_over_base_per_seed", {}).values())
+        lines.append(f"| {config} | {s['geomean_over_base']:.3f} | {each or '-'} | "
+                     f"{s['workloads_better']} "
                      f"of {len(workloads)} | {s['median_search_s']:.1f} | "
                      f"{'-' if tuning is None else f'{tuning:.0f}'} | "
                      f"{s['runs_without_result']} | "
                      + " | ".join("-" if s["median_best_ms"][w] is None
                                   else f"{s['median_best_ms'][w]:.3f}" for w in workloads)
                      + " |")
-    lines += ["", "Per workload: the best latency (ms) of the run, median over the seeds "
+    lines += ["", "Best vs baseline: the geometric mean over workloads of the best latency "
+              "over the baseline's (below 1: better), from the per-workload medians over "
+              "seeds; each seed's: the same within each seed's runs (paired: same workload, "
+              "seed and budget).",
+              "", "Per workload: the best latency (ms) of the run, median over the seeds "
               "that measured something. Runs without result: TVM's evolutionary sampler "
               "raised on every try (`The block no longer exists in the IRModule`, seen on "
               "a winograd workload); BO logs it and the run survives, but measures nothing "
@@ -177,7 +245,8 @@ def main() -> None:
         slug = config.replace(" ", "_")
         per_round = args.trials_per_round or args.trials
         budget = f"t{args.trials}" + (f"-b{per_round}" if per_round != args.trials else "")
-        path = os.path.join(args.runs_dir, f"{wl}-{slug}-{budget}-{seed}.json")
+        path = os.path.join(args.runs_dir,
+                            f"{wl.replace('/', '--')}-{slug}-{budget}-{seed}.json")
         if not os.path.exists(path):
             print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
             run = run_one(wl, configs[config].split(), seed, args.trials, per_round)

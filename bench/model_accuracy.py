@@ -81,6 +81,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override every checkpoint's adaptation steps")
     p.add_argument("--adapt-lr", type=float, default=None,
                    help="override every checkpoint's adaptation step size")
+    p.add_argument("--adapt-scope", choices=["head", "last_gcn", "all"], default=None,
+                   help="override every checkpoint's adaptation scope (what adapts)")
     p.add_argument("--gp-embed", action="store_true",
                    help="also score each checkpoint followed by a GP over its embeddings "
                         "(NAME+gp-embed; an experiment)")
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     from metatune.config import default_checkpoint
     from tuner.app.accuracy import (BlendMethod, GPMethod, KnobXGBMethod, MetaTuneMethod,
                                     RidgeMethod, XGBMethod, evaluate, load_eval_workloads,
-                                    summarize)
+                                    load_split_workloads, summarize)
     from metatune.provenance import simd_flags
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.runtime import runtime_info
@@ -292,7 +294,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     load_tensor_intrinsics((info.kind,))
     models = {name: load_model(path, graph=None) for name, path in specs}
     for model in models.values():
-        model.inner.override(steps=args.adapt_steps, lr=args.adapt_lr)
+        model.inner.override(steps=args.adapt_steps, lr=args.adapt_lr,
+                             scope=args.adapt_scope, net=model.net)
     start = time.perf_counter()
     modes = tuple(sorted({m.graph for m in models.values()}))
     if val:  # from every training split the checkpoints drew them from
@@ -303,9 +306,9 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
             raise SystemExit(f"--split val: {len(set(names) - listed)} validation workloads "
                              f"of the checkpoints are in none of {', '.join(splits)} of "
                              f"{args.data} (e.g. {sorted(set(names) - listed)[0]})")
-        workloads = [w for sp in splits for w in load_eval_workloads(
-            os.path.join(args.data, sp), modes, min_samples=args.query + max(args.ks),
-            names=names)][:args.limit]
+        _refuse_trained_on([p for _, p in specs], names)
+        workloads = load_split_workloads(args.data, splits, modes,
+                                         args.query + max(args.ks), names, args.limit)
     else:
         names = network_workloads(split_dir, args.networks) if args.networks else None
         workloads = load_eval_workloads(split_dir, modes, min_samples=args.query + max(args.ks),
@@ -313,7 +316,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     if not workloads:
         raise SystemExit(f"no {args.split} workload has {args.query + max(args.ks)} valid "
                          "samples: lower --query or the largest of --ks")
-    _refuse_trained_on([p for _, p in specs], [w.name for w in workloads])
+    if not val:
+        _refuse_trained_on([p for _, p in specs], [w.name for w in workloads])
     logging.info("%d %s workloads loaded in %.0f s", len(workloads), args.split,
                  time.perf_counter() - start)
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}

@@ -37,9 +37,8 @@ SHIPPED_DATASET = "llvm-icelake-server"
 DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
 #: The platform whose checkpoints a target without checkpoints of its own loads: the
 #: rocketlake Xeon's, trained on two CPUs' data (the icelake-server generated split and its
-#: own network convs); chosen on a third CPU's validation fold, where its recipe ranks an
-#: AMD EPYC's convs at 0.717-0.724 pairwise against 0.661-0.666 for the icelake-server one
-#: (``docs/training-data-val-znver4.md``).
+#: own network convs); chosen on a third CPU's validation fold (an AMD EPYC's googlenet
+#: convs, against the icelake-server one: ``docs/training-data-val-znver4.md``).
 FALLBACK_CHECKPOINT = "llvm-rocketlake"
 #: Where caches go when a ``cache_dir`` is left ``null`` (encoded graphs, xgb-xfer's model).
 DEFAULT_CACHE_DIR = os.path.join(REPO_ROOT, "work", "cache")

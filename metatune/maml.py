@@ -168,11 +168,33 @@ class InnerLoop(nn.Module):
         self.context = (SupportAttention(net.head[0].in_features, cfg.context)
                         if cfg.context else None)
 
-    def override(self, *, steps: int | None = None, lr: float | None = None) -> None:
-        """Adapt with other steps or step size than meta-training chose (``None``: keep);
-        a step size is ignored under Meta-SGD, whose step sizes are learned."""
-        self.cfg = replace(self.cfg, steps=self.cfg.steps if steps is None else int(steps),
-                           lr=self.cfg.lr if lr is None else float(lr))
+    def override(self, *, steps: int | None = None, lr: float | None = None,
+                 scope: str | None = None, net: nn.Module | None = None) -> None:
+        """Adapt with other steps, step size or scope than meta-training chose (``None``:
+        keep); a step size is ignored under Meta-SGD, whose step sizes are learned.
+
+        Args:
+            steps: Inner gradient steps.
+            lr: Inner step size.
+            scope: What adapts (one of :data:`SCOPES`); needs ``net``.
+            net: The network the scope's parameters are named in.
+
+        Raises:
+            ConfigError: A scope without the network, an unknown scope, or one that
+                Meta-SGD's learned step sizes or the support-set attention do not cover.
+        """
+        cfg = replace(self.cfg, steps=self.cfg.steps if steps is None else int(steps),
+                      lr=self.cfg.lr if lr is None else float(lr),
+                      scope=self.cfg.scope if scope is None else scope)
+        if cfg.scope != self.cfg.scope:
+            if net is None:
+                raise ConfigError("a new adaptation scope needs the network (net=...)")
+            if self.cfg.meta_sgd:
+                raise ConfigError(f"adapt scope={cfg.scope!r}: this checkpoint learned step "
+                                  f"sizes for scope={self.cfg.scope!r} only (Meta-SGD); "
+                                  "keep its scope")
+            self.names = adapted_names(net, cfg.scope)
+        self.cfg = cfg
 
     @property
     def head_only(self) -> bool:

@@ -147,6 +147,20 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     assert not np.allclose(after, before)
 
 
+def test_a_workload_in_two_splits_is_scored_once_per_split_under_its_own_name(tiny_data,
+                                                                              tmp_path):
+    from tuner.app.accuracy import load_split_workloads, workload_order
+
+    split = tiny_data / "ds" / "train"
+    (tmp_path / "mine").symlink_to(split)  # the same workloads, as if measured twice
+    (tmp_path / "other").symlink_to(split)
+    names = [w["name"] for w in workload_order(str(split))]
+    got = load_split_workloads(str(tmp_path), ["mine", "other"], ("plain",), 6, names)
+    assert [w.name for w in got] == [f"{n} [{sp}]" for sp in ("mine", "other") for n in names]
+    once = load_split_workloads(str(tmp_path), ["mine"], ("plain",), 6, names[:1], limit=1)
+    assert [w.name for w in once] == names[:1]  # one split: the names as they are
+
+
 def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
     """``NAME+gp``: the model alone at k = 0, the BO search's GP after measurements."""
     from tuner.app.accuracy import GPMethod, MetaTuneMethod, load_eval_workloads

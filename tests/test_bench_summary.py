@@ -160,12 +160,30 @@ def test_cold_start_summary_compares_with_the_first_configuration():
     page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
                         "seeds": [0], "runs_done": 4, "configs": {"base": "", "cold": "x"},
                         "summary": s})
-    assert "| cold | 0.500 | 1 of 2 | 4.5 | - | 1 | 1.000 | - |" in page
+    assert s["cold"]["geomean_over_base_per_seed"] == {"0": 0.5}  # b: no result, left out
+    assert "| cold | 0.500 | 0.500 | 1 of 2 | 4.5 | - | 1 | 1.000 | - |" in page
     assert "one round of 16 trials" in page
     whole = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 64,
                          "trials_per_round": 16, "seeds": [0], "runs_done": 4,
                          "configs": {"base": "", "cold": "x"}, "summary": s})
     assert "64 trials in rounds of 16" in whole and "whole runs" in whole
+
+
+def test_cold_start_pages_say_what_the_workloads_are_and_what_each_model_learned_from():
+    import cold_start as cs
+
+    assert cs.is_network_task("resnet-18/fused_conv2d1_add1_relu11")
+    assert not cs.is_network_task("conv2d_c3_h61_o112_k1_s1_bias")
+    assert "held-out" in cs.workloads_said(["alexnet/t1", "vgg-16/t2"])
+    assert "validation" in cs.workloads_said(["conv2d_c3_h61_o112_k1_s1_bias"])
+    runs = [{"config": "xgb", "checkpoint": None, "xfer_data": None},
+            {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
+            {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
+            {"config": "xfer", "xfer_data": ["data/a/train",
+                                             os.path.join(cs.REPO, "data/b/train-networks")]}]
+    assert cs.sources_said(runs) == [
+        "- `own` trained on: `checkpoints/a.ckpt`",
+        "- `xfer` trained on: `data/a/train + data/b/train-networks`"]
 
 
 def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
@@ -369,9 +387,11 @@ def test_source_lines_name_what_each_transfer_was_trained_on():
     runs = [dict(_run("meta-BO-T", 0, [[16, 1.0]]), checkpoint="checkpoints/a-super.ckpt"),
             dict(_run("meta-RL-T", 0, [[16, 1.0]]), checkpoint="checkpoints/a-super.ckpt"),
             dict(_run("xgb-Xfer", 0, [[16, 1.0]]), xfer_data="data/a/train"),
+            dict(_run("xgb-Xfer", 1, [[16, 1.0]]), xfer_data=["data/a/train", "data/b/t"]),
             _run("xgb", 0, [[16, 1.0]])]
     assert plan.source_lines(runs) == ["- `checkpoints/a-super.ckpt`: meta-BO-T, meta-RL-T",
-                                       "- `data/a/train`: xgb-Xfer"]
+                                       "- `data/a/train`: xgb-Xfer",
+                                       "- `data/a/train + data/b/t`: xgb-Xfer"]
 
 
 def test_code_lines_count_the_runs_of_each_commit():

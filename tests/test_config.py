@@ -113,6 +113,15 @@ def test_relative_paths_are_relative_to_the_current_directory(tmp_path, monkeypa
         default_checkpoint("arm", graph="plain")
 
 
+def test_xfer_data_may_name_several_splits(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_tune_config(overrides=["xfer.data=[d/a/train,d/b/train-networks]"])
+    assert cfg.xfer.data == [str(tmp_path / "d/a/train"), str(tmp_path / "d/b/train-networks")]
+    for bad in ("xfer.data=[]", "xfer.data=3"):
+        with pytest.raises(ConfigError, match="xfer.data=.*split directory"):
+            load_tune_config(overrides=[bad])
+
+
 def test_null_paths_are_the_repositorys_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_tune_config()

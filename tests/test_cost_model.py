@@ -108,6 +108,10 @@ def test_checkpoint_from_another_cpu_loads_with_a_note():
     # where this CPU has a checkpoint of its own, the note points to it
     note = model.platform_note(here, own_checkpoint="checkpoints/llvm-znver3-super.ckpt")
     assert "llvm-znver3-super.ckpt" in note and "collect its data" not in note
+    # where its data is collected but no checkpoint trained, the note says to train one
+    note = model.platform_note(here, own_data="data/llvm-znver3")
+    assert "python train.py data_dir=data/llvm-znver3 graph=super" in note
+    assert "collect its data" not in note
 
 
 def test_blend_hands_the_scores_over_to_a_task_local_xgboost(context_and_candidates):

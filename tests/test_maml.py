@@ -129,6 +129,22 @@ def test_scopes_and_bad_settings():
         AdaptConfig(loss="hinge")
 
 
+def test_override_changes_what_adapts_and_refuses_what_it_cannot():
+    net = MetaTuneNet(NODE_FEATURES, hidden=8, head_hidden=8)
+    inner = InnerLoop(net, AdaptConfig())
+    inner.override(steps=20, lr=0.05, scope="all", net=net)
+    assert (inner.cfg.steps, inner.cfg.lr, inner.cfg.scope) == (20, 0.05, "all")
+    assert inner.names == adapted_names(net, "all") and not inner.head_only
+    inner.override(steps=None, lr=None)  # None keeps
+    assert (inner.cfg.steps, inner.names) == (20, adapted_names(net, "all"))
+    with pytest.raises(ConfigError, match="needs the network"):
+        inner.override(scope="head")
+    with pytest.raises(ConfigError, match="scope"):
+        inner.override(scope="gcn", net=net)
+    with pytest.raises(ConfigError, match="Meta-SGD"):
+        InnerLoop(net, AdaptConfig(meta_sgd=True)).override(scope="all", net=net)
+
+
 @pytest.mark.parametrize("mode", ["plain", "super"])
 def test_model_scores_a_batch_of_graphs(mode):
     from torch_geometric.data import Batch

@@ -12,7 +12,7 @@ import metatune.config
 from metatune.config import FALLBACK_CHECKPOINT, SHIPPED_DATASET
 from metatune.errors import ConfigError
 from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
-                                    platform_id)
+                                    own_data, platform_id)
 
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
 
@@ -40,6 +40,15 @@ def test_own_platform_first_else_the_shipped_one(tmp_path, monkeypatch):
     assert default_checkpoint_for(HASWELL, "plain") == str(
         tmp_path / "checkpoints" / f"{FALLBACK_CHECKPOINT}-plain.ckpt")
     assert default_data_dir(HASWELL) == str(tmp_path / "data" / "llvm-haswell")
+
+
+def test_own_data_is_any_collected_split_of_the_targets_platform(tmp_path, monkeypatch):
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    assert own_data(HASWELL) is None
+    os.makedirs(tmp_path / "data" / "llvm-haswell" / "heldout")  # begun, nothing written
+    assert own_data(HASWELL) is None
+    _touch(str(tmp_path / "data" / "llvm-haswell" / "train-networks" / "meta.json"), "{}")
+    assert own_data(HASWELL) == os.path.join("data", "llvm-haswell")  # no train split needed
 
 
 def test_another_target_kind_has_nothing_shipped():

@@ -40,8 +40,9 @@ def source_lines(runs: list[dict]) -> list[str]:
     used: dict[str, set[str]] = {}
     for r in runs:
         for key in ("checkpoint", "xfer_data"):
-            if r.get(key):
-                used.setdefault(r[key], set()).add(r["preset"])
+            if r.get(key):  # xgb-Xfer may pre-train on several splits
+                where = r[key] if isinstance(r[key], str) else " + ".join(r[key])
+                used.setdefault(where, set()).add(r["preset"])
     return [f"- `{path}`: {', '.join(sorted(presets))}" for path, presets in used.items()]
 
 

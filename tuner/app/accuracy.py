@@ -29,6 +29,8 @@ pairwise ranking accuracy and top-5 recall.
 from __future__ import annotations
 
 import logging
+import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -106,6 +108,40 @@ def load_eval_workloads(split_dir: str, modes: tuple[str, ...], min_samples: int
         found[name].seconds = np.asarray(secs[name], dtype=float)
         out.append(found[name])
     return out
+
+
+def load_split_workloads(data_dir: str, splits: list[str], modes: tuple[str, ...],
+                         min_samples: int, names: list[str],
+                         limit: int | None = None) -> list[EvalWorkload]:
+    """``names`` from several splits of a dataset (a checkpoint's validation workloads,
+    drawn from every split it trained on). A workload found in more than one split
+    (another CPU's measurements of the same task) is scored once per split, its name
+    suffixed with the split's (``name [../llvm-rocketlake/train-networks]``), so that no
+    cache keyed by name mixes two CPUs' candidates.
+
+    Args:
+        data_dir: The dataset the splits are relative to.
+        splits: Split directories, relative to ``data_dir``.
+        modes: Graph modes to encode.
+        min_samples: Workloads with fewer valid samples are skipped.
+        names: The workloads to load.
+        limit: Keep only the first ``limit`` of them.
+    """
+    per_split = []
+    for sp in splits:
+        listed = {w["name"] for w in workload_order(os.path.join(data_dir, sp))}
+        wanted = [n for n in names if n in listed]
+        if wanted:
+            per_split.append((sp, load_eval_workloads(os.path.join(data_dir, sp), modes,
+                                                      min_samples, names=wanted)))
+    seen = Counter(w.name for _, ws in per_split for w in ws)
+    out = []
+    for sp, ws in per_split:
+        for w in ws:
+            if seen[w.name] > 1:
+                w.name = f"{w.name} [{sp}]"
+            out.append(w)
+    return out[:limit]
 
 
 def split_indices(n: int, k: int, query: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metatune.config import DEFAULT_DATA_DIR, default_checkpoint
+from metatune.dataset import as_split_dirs
 from metatune.errors import ConfigError
 from tuner.app.config import RunnerConfig, SearchParams, TuneConfig
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
@@ -21,7 +22,7 @@ from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
 from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
-                                    own_checkpoint)
+                                    own_checkpoint, own_data)
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
@@ -103,7 +104,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
             if own and checkpoint and os.path.exists(checkpoint) and os.path.samefile(
                     own, checkpoint):
                 own = None  # it is the one loaded
-            note = model.platform_note(target, own_checkpoint=own)
+            note = model.platform_note(target, own_checkpoint=own,
+                                       own_data=None if own else own_data(target))
             if note:  # a warning only when none of its data is of this CPU
                 logger.log(logging.INFO if model.covers(target) else logging.WARNING,
                            "%s", note)
@@ -117,12 +119,14 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         data = x.data or os.path.join(default_data_dir(target) if target is not None
                                       else DEFAULT_DATA_DIR, "train")
         kind = str(target.kind.name) if target is not None else "llvm"
-        measured = dataset_kind(data)
-        if measured not in (kind, None):
-            raise ConfigError(
-                f"xgb-xfer pre-trains on {data}, measured for target kind {measured}, not "
-                f"{kind}: collect data for {kind} (python collect.py run target={kind}); "
-                "a dataset of the target's own platform is then found by itself")
+        for split in as_split_dirs(data):
+            measured = dataset_kind(split)
+            if measured not in (kind, None):
+                raise ConfigError(
+                    f"xgb-xfer pre-trains on {split}, measured for target kind {measured}, "
+                    f"not {kind}: collect data for {kind} (python collect.py run "
+                    f"target={kind}); a dataset of the target's own platform is then found "
+                    "by itself")
         base = base_booster(data, target, num_cores, x.cache_dir)
         return XferXGBModel(base=base, num_tuning_cores=num_cores)
     if name == "mlp":

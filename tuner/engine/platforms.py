@@ -17,7 +17,7 @@ import json
 import os
 
 from metatune.config import (FALLBACK_CHECKPOINT, SHIPPED_DATASET, default_checkpoint,
-                             platform_name, repo_path, target_dict)
+                             platform_name, repo_path, repo_relative, target_dict)
 from metatune.errors import ConfigError
 
 
@@ -100,6 +100,17 @@ def default_checkpoint_for(target, graph: str) -> str:
     """
     return (own_checkpoint(target, graph)
             or default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph=graph))
+
+
+def own_data(target) -> str | None:
+    """The target's own platform's dataset (``data/<platform>``, relative to the
+    repository) when any split of it has been collected here, else ``None``."""
+    own = repo_path("data", platform_id(target))
+    if not os.path.isdir(own):
+        return None
+    splits = [d for d in sorted(os.listdir(own))
+              if os.path.isfile(os.path.join(own, d, "meta.json"))]
+    return repo_relative(own) if splits else None
 
 
 def own_checkpoint(target, graph: str) -> str | None:

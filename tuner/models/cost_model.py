@@ -64,7 +64,8 @@ class TrainedModel:
         mcpu = _target_mcpu(target)
         return bool(mcpu) and mcpu in self.trained_cpus()
 
-    def platform_note(self, target, own_checkpoint: str | None = None) -> str | None:
+    def platform_note(self, target, own_checkpoint: str | None = None,
+                      own_data: str | None = None) -> str | None:
         """A note when the training data was measured for another CPU than ``target``'s,
         or for several (the checkpoint still works: its ranking transfers, and it
         fine-tunes online).
@@ -73,14 +74,22 @@ class TrainedModel:
             target: The ``tvm.target.Target`` tuned for.
             own_checkpoint: The target CPU's own checkpoint, when there is one and another
                 was loaded: the note points to it instead of advising to train one.
+            own_data: The target CPU's collected dataset, when there is one but no
+                checkpoint of this graph mode: the note advises training on it.
         """
         trained = _mcpu_of(self.platform.get("target"))
         mcpu = _target_mcpu(target)
         mixed = self.platform.get("mixed") or []
-        advice = (f"this CPU's own checkpoint is {own_checkpoint} (loaded when "
-                  "metatune.checkpoint is left unset)" if own_checkpoint else
-                  "for a checkpoint of this CPU, collect its data (python collect.py run) "
-                  "and train on it")
+        if own_checkpoint:
+            advice = (f"this CPU's own checkpoint is {own_checkpoint} (loaded when "
+                      "metatune.checkpoint is left unset)")
+        elif own_data:
+            advice = (f"this CPU's data is collected in {own_data}: train its "
+                      f"{self.graph}-graph checkpoint on it (python train.py "
+                      f"data_dir={own_data} graph={self.graph}; README, Dataset and training)")
+        else:
+            advice = ("for a checkpoint of this CPU, collect its data (python collect.py run) "
+                      "and train on it")
         if mixed:  # trained across platforms on purpose (data.mixed_platforms)
             parts = ", ".join(f"{p.get('split')} for -mcpu={_mcpu_of(p.get('target'))}"
                               for p in mixed)

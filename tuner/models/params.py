@@ -6,7 +6,7 @@ when it is made, so one that exists is valid."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
                              resolve_path)
@@ -59,18 +59,33 @@ class XferConfig:
     """Where ``xgb-xfer`` finds its pre-training data and caches its base model.
 
     Attributes:
-        data: A dataset split directory (``None``: the ``train`` split of the target's
-            own platform's dataset when it is here, else of the shipped one; see
+        data: A dataset split directory, or a list of them pre-trained on together
+            (e.g. ``[data/llvm-icelake-server/train,data/llvm-rocketlake/train-networks]``,
+            the data a checkpoint was trained on); ``None``: the ``train`` split of the
+            target's own platform's dataset when it is here, else of the shipped one (see
             :mod:`tuner.engine.platforms`).
         cache_dir: Where the pre-trained booster is cached (``None``: ``work/cache`` in
             the repository).
     """
 
-    data: Optional[str] = None
+    data: Any = None  # str | list[str] | None (OmegaConf types no unions)
     cache_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
-        """Make both paths absolute (the defaults inside the repository; ``data`` is chosen
-        for the target when the cost model is made)."""
-        self.data = resolve_path(self.data) if self.data else None
+        """Make every path absolute (the defaults inside the repository; ``data`` is chosen
+        for the target when the cost model is made).
+
+        Raises:
+            ConfigError: ``data`` is neither a path nor a non-empty list of paths.
+        """
+        if isinstance(self.data, (list, tuple)):
+            if not self.data or not all(isinstance(d, str) and d for d in self.data):
+                raise ConfigError(f"xfer.data={list(self.data)!r}: give a split directory "
+                                  "or a list of them, e.g. xfer.data=[data/a/train,data/b/train]")
+            self.data = [resolve_path(d) for d in self.data]
+        elif self.data is not None and not isinstance(self.data, str):
+            raise ConfigError(f"xfer.data={self.data!r}: give a split directory or a list of "
+                              "them, e.g. xfer.data=[data/a/train,data/b/train]")
+        else:
+            self.data = resolve_path(self.data) if self.data else None
         self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR
