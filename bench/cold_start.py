@@ -167,8 +167,7 @@ def summarize(runs: list[dict], configs: list[str]) -> dict:
 def workloads_said(workloads: list[str]) -> str:
     """What the page's workloads are, for its header."""
     if all(is_network_task(w) for w in workloads):
-        return ("built-in networks' tasks (the framework comparison's held-out convolutions: "
-                "in no dataset's training split)")
+        return "built-in networks' tasks (`network/task`)"
     if any(is_network_task(w) for w in workloads):
         return "generated validation workloads and built-in networks' tasks"
     return "the checkpoint's validation convolutions (never trained on, not benchmark tasks)"
