@@ -61,6 +61,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=16, help="trials of a run")
     p.add_argument("--trials-per-round", type=int,
                    help="trials per round (default --trials: one round)")
+    p.add_argument("--report-at", type=int, nargs="*", default=[],
+                   help="also compare the runs' best after these many trials (from their "
+                        "curves), e.g. 64 of a 128-trial run")
     p.add_argument("--checkpoint-json", default="checkpoints/llvm-icelake-server-super.json")
     p.add_argument("--runs-dir", default="docs/bench/runs/cold_start")
     p.add_argument("--out", default="docs/bench/cold_start")
@@ -122,40 +125,78 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int,
             per_round: int | None = None) -> dict:
     """``trials`` trials on workload ``name`` in rounds of ``per_round`` (default: one
     round); its best, search seconds and tuning seconds."""
-    outcome, rounds, _, cfg = tune_tasks([workload_task(name)], [
+    outcome, rounds, curves, cfg = tune_tasks([workload_task(name)], [
         *overrides, f"trials={trials}", f"trials_per_round={per_round or trials}",
         f"seed={seed}"], prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
             "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run,
             "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds,
+            "curve": [[c["trial"], c["task_best_ms"]] for c in curves],
             "cost_model": cfg.cost_model,
             "checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
             "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
 
 
-def summarize(runs: list[dict], configs: list[str]) -> dict:
-    """Per configuration: best per workload (median over seeds), the geometric mean over
-    workloads of its best over the baseline's, and the median search seconds."""
-    workloads = list(dict.fromkeys(r["workload"] for r in runs))
-    best = {c: {w: median([r["best_ms"] for r in runs if r["config"] == c
+def best_at(run: dict, trials: int) -> float | None:
+    """The best latency (ms) a run had reached after ``trials`` trials, from its curve
+    (``None`` without a curve, as in runs recorded before curves were, or before any
+    valid measurement)."""
+    seen = [ms for trial, ms in run.get("curve") or [] if trial <= trials and ms]
+    return min(seen) if seen else None
+
+
+def _over_base(runs: list[dict], configs: list[str], workloads: list[str],
+               value) -> tuple[dict, dict, dict]:
+    """Each configuration's per-workload value (median over seeds), the geometric mean
+    over workloads of its value over the baseline's, and the same within each seed.
+
+    Args:
+        runs: The runs (``config``, ``workload``, ``seed``).
+        configs: Configuration names; the first is the baseline.
+        workloads: Workload names.
+        value: ``run -> float | None``, e.g. its best latency.
+
+    Returns:
+        ``{config: {workload: median}}``, ``{config: geomean}``,
+        ``{config: {seed: geomean}}`` (paired: the workloads both runs of a seed have).
+    """
+    best = {c: {w: median([value(r) for r in runs if r["config"] == c
                            and r["workload"] == w]) for w in workloads} for c in configs}
     base = best[configs[0]]
     seeds = sorted({r["seed"] for r in runs})
-    by_run = {(r["config"], r["workload"], r["seed"]): r["best_ms"] for r in runs}
-    out = {}
+    by_run = {(r["config"], r["workload"], r["seed"]): value(r) for r in runs}
+    overall, each = {}, {}
     for config in configs:
-        mine = [r for r in runs if r["config"] == config]
         ratios = [b / base[w] for w, b in best[config].items() if b and base[w]]
-        per_seed = {}  # each seed's geomean over the workloads both runs measured
+        overall[config] = geomean(ratios) if ratios else None
+        each[config] = {}
         for seed in seeds:
             pairs = [(by_run.get((config, w, seed)), by_run.get((configs[0], w, seed)))
                      for w in workloads]
             seed_ratios = [a / b for a, b in pairs if a and b]
-            per_seed[str(seed)] = geomean(seed_ratios) if seed_ratios else None
+            each[config][str(seed)] = geomean(seed_ratios) if seed_ratios else None
+    return best, overall, each
+
+
+def summarize(runs: list[dict], configs: list[str], at: tuple[int, ...] = ()) -> dict:
+    """Per configuration: best per workload (median over seeds), the geometric mean over
+    workloads of its best over the baseline's (overall and per seed), the same after
+    each budget in ``at`` (from the runs' curves), and the median search seconds."""
+    workloads = list(dict.fromkeys(r["workload"] for r in runs))
+    best, overall, each = _over_base(runs, configs, workloads, lambda r: r["best_ms"])
+    early = {n: _over_base(runs, configs, workloads, functools.partial(best_at, trials=n))
+             for n in at}
+    out = {}
+    for config in configs:
+        mine = [r for r in runs if r["config"] == config]
+        ratios = [b / best[configs[0]][w] for w, b in best[config].items()
+                  if b and best[configs[0]][w]]
         out[config] = {
             "median_best_ms": best[config],
-            "geomean_over_base": geomean(ratios),
-            "geomean_over_base_per_seed": per_seed,
+            "geomean_over_base": overall[config],
+            "geomean_over_base_per_seed": each[config],
+            "at_trials": {str(n): {"geomean_over_base": e[1][config],
+                                   "per_seed": e[2][config]} for n, e in early.items()},
             "workloads_better": sum(x < 1.0 for x in ratios),
             "median_search_s": median([r["search_s"] for r in mine]),
             "median_tuning_s": median([r.get("tuning_seconds") for r in mine]),
@@ -185,10 +226,21 @@ def sources_said(runs: list[dict]) -> list[str]:
     return [f"- `{c}` trained on: `{w}`" for c, w in said.items()]
 
 
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _at_cell(at: dict) -> str:
+    """``0.912 (0.900, 0.925) | ``: a geomean after N trials and each seed's."""
+    each = ", ".join(_num(v) for v in at["per_seed"].values())
+    return f"{_num(at['geomean_over_base'])} ({each}) | "
+
+
 def markdown(doc: dict) -> str:
     configs = list(doc["summary"])
     workloads = list(doc["summary"][configs[0]]["median_best_ms"])
     per_round = doc.get("trials_per_round") or doc["trials"]
+    at = doc.get("report_at") or []
     title = ("First round: the batch chosen before any measurement of the task"
              if per_round == doc["trials"] else "Tune settings side by side over whole runs")
     budget = (f"one round of {doc['trials']} trials" if per_round == doc["trials"]
@@ -203,16 +255,18 @@ def markdown(doc: dict) -> str:
              *sources_said(doc.get("runs", [])),
              "- configurations (the first is the baseline): "
              + "; ".join(f"`{c}`: `{o}`" for c, o in doc["configs"].items()), "",
-             "| configuration | best vs baseline (geomean) | each seed's | workloads better | "
-             "search s (median) | tuning s (median) | runs without result | "
-             + " | ".join(workloads) + " |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(workloads)]
+             "| configuration | best vs baseline (geomean) | each seed's | "
+             + "".join(f"after {n} trials (each seed's) | " for n in at)
+             + "workloads better | search s (median) | tuning s (median) | "
+             "runs without result | " + " | ".join(workloads) + " |",
+             "|---|---|---|---|---|---|---|" + "---|" * (len(workloads) + len(at))]
     for config, s in doc["summary"].items():
         tuning = s.get("median_tuning_s")
         each = ", ".join("-" if v is None else f"{v:.3f}"
                          for v in s.get("geomean_over_base_per_seed", {}).values())
-        lines.append(f"| {config} | {s['geomean_over_base']:.3f} | {each or '-'} | "
-                     f"{s['workloads_better']} "
+        lines.append(f"| {config} | {_num(s['geomean_over_base'])} | {each or '-'} | "
+                     + "".join(_at_cell(s["at_trials"][str(n)]) for n in at)
+                     + f"{s['workloads_better']} "
                      f"of {len(workloads)} | {s['median_search_s']:.1f} | "
                      f"{'-' if tuning is None else f'{tuning:.0f}'} | "
                      f"{s['runs_without_result']} | "
@@ -222,7 +276,10 @@ def markdown(doc: dict) -> str:
     lines += ["", "Best vs baseline: the geometric mean over workloads of the best latency "
               "over the baseline's (below 1: better), from the per-workload medians over "
               "seeds; each seed's: the same within each seed's runs (paired: same workload, "
-              "seed and budget).",
+              "seed and budget)."
+              + (" After N trials: the same comparison of each run's best after its "
+                 "first N trials (from the run's curve), as if the budget had been N."
+                 if at else ""),
               "", "Per workload: the best latency (ms) of the run, median over the seeds "
               "that measured something. Runs without result: TVM's evolutionary sampler "
               "raised on every try (`The block no longer exists in the IRModule`, seen on "
@@ -262,7 +319,8 @@ def main() -> None:
            "configs": configs, "runs_done": len(runs),
            "measured": [min(dates), max(dates)] if (dates := [r["date"] for r in runs
                                                                if r.get("date")]) else None,
-           "summary": summarize(runs, list(configs)), "runs": runs}
+           "report_at": args.report_at,
+           "summary": summarize(runs, list(configs), tuple(args.report_at)), "runs": runs}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 

@@ -169,6 +169,29 @@ def test_cold_start_summary_compares_with_the_first_configuration():
     assert "64 trials in rounds of 16" in whole and "whole runs" in whole
 
 
+def test_cold_start_compares_runs_after_fewer_trials_from_their_curves():
+    import cold_start as cs
+
+    def run(config, seed, curve):
+        return {"config": config, "workload": "w", "seed": seed, "best_ms": curve[-1][1],
+                "search_s": 1.0, "curve": curve}
+
+    runs = [run("base", 0, [[16, 4.0], [32, 2.0]]), run("meta", 0, [[16, 2.0], [32, 2.0]]),
+            run("base", 1, [[16, 4.0], [32, 4.0]]), run("meta", 1, [[16, None], [32, 1.0]])]
+    assert cs.best_at(runs[0], 16) == 4.0 and cs.best_at(runs[0], 100) == 2.0
+    assert cs.best_at(runs[3], 16) is None and cs.best_at({"best_ms": 1.0}, 16) is None
+    s = cs.summarize(runs, ["base", "meta"], at=(16,))
+    assert s["meta"]["geomean_over_base_per_seed"] == {"0": 1.0, "1": 0.25}
+    assert s["meta"]["at_trials"]["16"]["per_seed"] == {"0": 0.5, "1": None}
+    assert s["meta"]["at_trials"]["16"]["geomean_over_base"] == 0.5  # median of 2.0, -> 2/4
+    page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 32,
+                        "trials_per_round": 16, "seeds": [0, 1], "runs_done": 4,
+                        "report_at": [16], "configs": {"base": "", "meta": "x"},
+                        "summary": s})
+    assert "| after 16 trials (each seed's) |" in page
+    assert "| meta | 0.500 | 1.000, 0.250 | 0.500 (0.500, -) | 1 of 1 |" in page
+
+
 def test_cold_start_pages_say_what_the_workloads_are_and_what_each_model_learned_from():
     import cold_start as cs
 
