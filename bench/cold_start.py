@@ -132,6 +132,9 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int,
             "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run,
             "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds,
             "curve": [[c["trial"], c["task_best_ms"]] for c in curves],
+            # the model's accuracy on each batch before it was measured (tuner/app/rounds.py)
+            "batch_accuracy": [{k: r.get(k) for k in ("trial", "pairwise", "mse_d")}
+                               for r in rounds],
             "cost_model": cfg.cost_model,
             "checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
             "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
@@ -178,7 +181,29 @@ def _over_base(runs: list[dict], configs: list[str], workloads: list[str],
     return best, overall, each
 
 
-def summarize(runs: list[dict], configs: list[str], at: tuple[int, ...] = ()) -> dict:
+def batch_pairwise(runs: list[dict], bounds: list[int]) -> dict[str, float | None]:
+    """Mean pairwise accuracy of the cost model on each batch before it was measured,
+    over the rounds of ``runs`` that end in each budget range: does the model get better
+    at ranking the task's candidates as it measures them (online adaptation in tuning)?
+
+    Args:
+        runs: Runs with ``batch_accuracy`` rows (``trial``, ``pairwise``).
+        bounds: Increasing trial counts, e.g. ``[32, 64, 128]``: ranges 1-32, 33-64, ...
+
+    Returns:
+        ``{"1-32": mean or None, "33-64": ..., ...}``.
+    """
+    out, low = {}, 0
+    for high in bounds:
+        values = [row["pairwise"] for r in runs for row in r.get("batch_accuracy") or []
+                  if low < row["trial"] <= high and row.get("pairwise") is not None]
+        out[f"{low + 1}-{high}"] = sum(values) / len(values) if values else None
+        low = high
+    return out
+
+
+def summarize(runs: list[dict], configs: list[str], at: tuple[int, ...] = (),
+              trials: int | None = None) -> dict:
     """Per configuration: best per workload (median over seeds), the geometric mean over
     workloads of its best over the baseline's (overall and per seed), the same after
     each budget in ``at`` (from the runs' curves), and the median search seconds."""
@@ -197,6 +222,9 @@ def summarize(runs: list[dict], configs: list[str], at: tuple[int, ...] = ()) ->
             "geomean_over_base_per_seed": each[config],
             "at_trials": {str(n): {"geomean_over_base": e[1][config],
                                    "per_seed": e[2][config]} for n, e in early.items()},
+            "batch_pairwise": batch_pairwise(
+                mine, sorted({*at, trials or max((r.get("trials") or 0 for r in mine),
+                                                 default=0)})),
             "workloads_better": sum(x < 1.0 for x in ratios),
             "median_search_s": median([r["search_s"] for r in mine]),
             "median_tuning_s": median([r.get("tuning_seconds") for r in mine]),
@@ -285,6 +313,19 @@ def markdown(doc: dict) -> str:
               "raised on every try (`The block no longer exists in the IRModule`, seen on "
               "a winograd workload); BO logs it and the run survives, but measures nothing "
               "for that task."]
+    ranges = {r: None for s in doc["summary"].values() for r in s.get("batch_pairwise", {})
+              if s["batch_pairwise"][r] is not None}
+    if ranges:
+        lines += ["", "## The cost model's ranking of each batch before it was measured", "",
+                  "Pairwise accuracy of the model's predictions of each measured batch "
+                  "against the run times then measured (higher is better; 0.5 is chance), "
+                  "mean over the rounds of every run whose last trial falls in the range: "
+                  "what the online updates teach the model about the task while tuning.", "",
+                  "| configuration | " + " | ".join(f"trials {r}" for r in ranges) + " |",
+                  "|---|" + "---|" * len(ranges)]
+        lines += [f"| {config} | "
+                  + " | ".join(_num(s.get("batch_pairwise", {}).get(r)) for r in ranges)
+                  + " |" for config, s in doc["summary"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -320,7 +361,8 @@ def main() -> None:
            "measured": [min(dates), max(dates)] if (dates := [r["date"] for r in runs
                                                                if r.get("date")]) else None,
            "report_at": args.report_at,
-           "summary": summarize(runs, list(configs), tuple(args.report_at)), "runs": runs}
+           "summary": summarize(runs, list(configs), tuple(args.report_at), args.trials),
+           "runs": runs}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 

@@ -190,6 +190,26 @@ def test_cold_start_compares_runs_after_fewer_trials_from_their_curves():
                         "summary": s})
     assert "| after 16 trials (each seed's) |" in page
     assert "| meta | 0.500 | 1.000, 0.250 | 0.500 (0.500, -) | 1 of 1 |" in page
+    assert "ranking of each batch" not in page  # no batch accuracy recorded
+
+
+def test_cold_start_reports_how_the_models_rank_each_batch_as_they_learn():
+    import cold_start as cs
+
+    runs = [{"config": "meta", "batch_accuracy": [
+        {"trial": 16, "pairwise": 0.6}, {"trial": 32, "pairwise": 0.8},
+        {"trial": 48, "pairwise": None}, {"trial": 64, "pairwise": 0.9}]},
+        {"config": "meta", "batch_accuracy": [{"trial": 16, "pairwise": 0.4}]}]
+    assert cs.batch_pairwise(runs, [32, 64]) == {"1-32": 0.6, "33-64": 0.9}
+    assert cs.batch_pairwise(runs, [16, 128]) == {"1-16": 0.5, "17-128": pytest.approx(0.85)}
+    page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 64,
+                        "seeds": [0], "runs_done": 2, "configs": {"meta": ""},
+                        "summary": {"meta": {
+                            "median_best_ms": {"w": 1.0}, "geomean_over_base": 1.0,
+                            "workloads_better": 0, "median_search_s": 1.0,
+                            "runs_without_result": 0, "batch_pairwise": {
+                                "1-32": 0.6, "33-64": None}}}})
+    assert "| configuration | trials 1-32 |" in page and "| meta | 0.600 |" in page
 
 
 def test_cold_start_pages_say_what_the_workloads_are_and_what_each_model_learned_from():
