@@ -25,6 +25,8 @@ Usage:
     python bench/cold_start.py                                  # about 20 minutes
     python bench/cold_start.py --configs "base=" \\
         "cold=search_params.bo.cold_population=512 search_params.bo.cold_genetic_iters=3"
+    python bench/cold_start.py --workloads resnet-18/fused_conv2d1_add1_relu11 --layout NHWC \\
+        --trials 128 --trials-per-round 16 --report-at 64   # a network task as tune.py tunes it
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=16, help="trials of a run")
     p.add_argument("--trials-per-round", type=int,
                    help="trials per round (default --trials: one round)")
+    p.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW",
+                   help="layout built-in networks' tasks are extracted in: NCHW, as the "
+                        "datasets' held-out splits (default), or NHWC, tune.py's default")
     p.add_argument("--report-at", type=int, nargs="*", default=[],
                    help="also compare the runs' best after these many trials (from their "
                         "curves), e.g. 64 of a 128-trial run")
@@ -83,23 +88,25 @@ def is_network_task(name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def network_tasks(network: str) -> dict:
-    """A built-in network's tasks by name, extracted for this machine's target once."""
+def network_tasks(network: str, layout: str = "NCHW") -> dict:
+    """A built-in network's tasks by name, extracted for this machine's target once, in
+    ``layout`` (NCHW: as the datasets' held-out splits; NHWC: ``tune.py``'s default)."""
     from tuner.engine.networks import load_network
     from tuner.engine.targets import resolve_target
-    from tuner.engine.tasks import extract_tasks
+    from tuner.engine.tasks import Lowering, extract_tasks
 
     info = resolve_target("llvm")
-    return {t.name: t for t in extract_tasks(load_network(network).relax_mod, info.target)}
+    return {t.name: t for t in extract_tasks(load_network(network).relax_mod, info.target,
+                                             Lowering(layout=layout))}
 
 
-def workload_task(name: str):
+def workload_task(name: str, layout: str = "NCHW"):
     """A :class:`tuner.engine.tasks.TaskInfo` for a workload of the dataset's generator
     (``configs/collect.yaml``'s ``per_kind`` and ``seed``), or for a built-in network's
-    task when ``name`` is ``network/task``."""
+    task when ``name`` is ``network/task`` (extracted in ``layout``)."""
     if is_network_task(name):
         network, task = name.split("/", 1)
-        tasks = network_tasks(network)
+        tasks = network_tasks(network, layout)
         if task not in tasks:
             raise SystemExit(f"{network} has no task {task!r}; its tasks: {', '.join(tasks)}")
         return tasks[task]
@@ -122,15 +129,16 @@ def workload_task(name: str):
 
 
 def run_one(name: str, overrides: list[str], seed: int, trials: int,
-            per_round: int | None = None) -> dict:
+            per_round: int | None = None, layout: str = "NCHW") -> dict:
     """``trials`` trials on workload ``name`` in rounds of ``per_round`` (default: one
     round); its best, search seconds and tuning seconds."""
-    outcome, rounds, curves, cfg = tune_tasks([workload_task(name)], [
+    outcome, rounds, curves, cfg = tune_tasks([workload_task(name, layout)], [
         *overrides, f"trials={trials}", f"trials_per_round={per_round or trials}",
         f"seed={seed}"], prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
             "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run,
             "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds,
+            **({"layout": layout} if is_network_task(name) else {}),
             "curve": [[c["trial"], c["task_best_ms"]] for c in curves],
             # the model's accuracy on each batch before it was measured (tuner/app/rounds.py)
             "batch_accuracy": [{k: r.get(k) for k in ("trial", "pairwise", "mse_d")}
@@ -233,12 +241,13 @@ def summarize(runs: list[dict], configs: list[str], at: tuple[int, ...] = (),
     return out
 
 
-def workloads_said(workloads: list[str]) -> str:
+def workloads_said(workloads: list[str], layout: str = "NCHW") -> str:
     """What the page's workloads are, for its header."""
     if all(is_network_task(w) for w in workloads):
-        return "built-in networks' tasks (`network/task`)"
+        return f"built-in networks' tasks (`network/task`, extracted in {layout})"
     if any(is_network_task(w) for w in workloads):
-        return "generated validation workloads and built-in networks' tasks"
+        return ("generated validation workloads and built-in networks' tasks (extracted "
+                f"in {layout})")
     return "the checkpoint's validation convolutions (never trained on, not benchmark tasks)"
 
 
@@ -279,7 +288,8 @@ def markdown(doc: dict) -> str:
              *([f"- runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),
              f"- {budget} per run, seeds {doc['seeds']}, "
-             f"{doc['runs_done']} runs; workloads: " + workloads_said(workloads),
+             f"{doc['runs_done']} runs; workloads: "
+             + workloads_said(workloads, doc.get("layout", "NCHW")),
              *sources_said(doc.get("runs", [])),
              "- configurations (the first is the baseline): "
              + "; ".join(f"`{c}`: `{o}`" for c, o in doc["configs"].items()), "",
@@ -341,12 +351,14 @@ def main() -> None:
     for i, (seed, wl, config) in enumerate(plan, 1):
         slug = config.replace(" ", "_")
         per_round = args.trials_per_round or args.trials
-        budget = f"t{args.trials}" + (f"-b{per_round}" if per_round != args.trials else "")
+        budget = (f"t{args.trials}" + (f"-b{per_round}" if per_round != args.trials else "")
+                  + ("-nhwc" if args.layout == "NHWC" and is_network_task(wl) else ""))
         path = os.path.join(args.runs_dir,
                             f"{wl.replace('/', '--')}-{slug}-{budget}-{seed}.json")
         if not os.path.exists(path):
             print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
-            run = run_one(wl, configs[config].split(), seed, args.trials, per_round)
+            run = run_one(wl, configs[config].split(), seed, args.trials, per_round,
+                          args.layout)
             run["config"] = config
             run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")
@@ -355,7 +367,7 @@ def main() -> None:
             os.replace(path + ".tmp", path)
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
-    doc = {**provenance("cold_start.py"), "trials": args.trials,
+    doc = {**provenance("cold_start.py"), "trials": args.trials, "layout": args.layout,
            "trials_per_round": args.trials_per_round or args.trials, "seeds": args.seeds,
            "configs": configs, "runs_done": len(runs),
            "measured": [min(dates), max(dates)] if (dates := [r["date"] for r in runs

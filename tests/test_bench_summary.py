@@ -218,6 +218,7 @@ def test_cold_start_pages_say_what_the_workloads_are_and_what_each_model_learned
     assert cs.is_network_task("resnet-18/fused_conv2d1_add1_relu11")
     assert not cs.is_network_task("conv2d_c3_h61_o112_k1_s1_bias")
     assert "networks' tasks" in cs.workloads_said(["alexnet/t1", "vgg-16/t2"])
+    assert "in NHWC" in cs.workloads_said(["alexnet/t1"], "NHWC")
     assert "validation" in cs.workloads_said(["conv2d_c3_h61_o112_k1_s1_bias"])
     runs = [{"config": "xgb", "checkpoint": None, "xfer_data": None},
             {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
