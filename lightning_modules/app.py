@@ -229,7 +229,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     start = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
-    platform = training_platform(cfg.data_dir, cfg.data.splits, cfg.data.mixed_platforms)
+    platform = {**training_platform(cfg.data_dir, cfg.data.splits, cfg.data.mixed_platforms),
+                "layouts": training_layouts(cfg.data_dir, cfg.data.splits)}
     m = cfg.meta
     dm = GraphDataModule(
         [os.path.join(cfg.data_dir, split) for split in cfg.data.splits], cfg.graph, cfg.cache_dir,
@@ -316,6 +317,15 @@ def training_platform(data_dir: str, splits: list[str], mixed: bool = False) -> 
     own = [s for s in splits if os.path.realpath(os.path.join(data_dir, s)).startswith(root)]
     return {**platforms[own[0] if own else splits[0]],
             "mixed": [{"split": s, **p} for s, p in platforms.items()]}
+
+
+def training_layouts(data_dir: str, splits: list[str]) -> list[str]:
+    """The data layouts the training splits' convolutions were measured in (``NCHW``,
+    ``NHWC``), so that a tuner can say when it tunes tasks of a layout the model never saw
+    (:func:`metatune.dataset.dataset_layout`)."""
+    from metatune.dataset import dataset_layout
+
+    return sorted({dataset_layout(os.path.join(data_dir, s)) for s in splits})
 
 
 def _pretrained_state(path: str, graph: str, shape: dict[str, Any]) -> dict[str, Any]:

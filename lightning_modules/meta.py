@@ -34,7 +34,7 @@ class MetaModule(pl.LightningModule):
         feature_version: :data:`metatune.graph.FEATURE_VERSION` of the training data.
         platform: Where the training data was measured (target, CPU model and flags; see
             :func:`metatune.dataset.dataset_platform`), so that a tuner on another CPU can
-            say it is transferring.
+            say it is transferring; ``layouts``: the data layouts of its convolutions.
         alpha, inner_steps: Older checkpoints' names of ``adapt["lr"]`` and
             ``adapt["steps"]``; read when ``adapt`` is absent.
     """

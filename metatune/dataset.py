@@ -179,6 +179,16 @@ def dataset_platform(split_dir: str) -> dict:
             "cpu_flags": settings.get("cpu_flags", machine.get("cpu_flags"))}
 
 
+def dataset_layout(split_dir: str) -> str:
+    """The data layout a split's 2-D convolutions were measured in: ``NHWC`` when its
+    ``meta.json`` settings say so (the ``*-nhwc`` splits), else ``NCHW``."""
+    path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(path):
+        return "NCHW"
+    with open(path, encoding="utf-8") as f:
+        return (json.load(f).get("settings") or {}).get("layout", "NCHW")
+
+
 def as_split_dirs(split_dirs: str | Sequence[str]) -> list[str]:
     """One split directory or several, as a list."""
     return [split_dirs] if isinstance(split_dirs, str) else list(split_dirs)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from datamodules.graphs import _without_networks
-from lightning_modules.app import DataConfig, training_platform
+from lightning_modules.app import DataConfig, training_layouts, training_platform
 from metatune.dataset import WorkloadSamples
 from metatune.errors import ConfigError
 
@@ -47,6 +47,16 @@ def test_splits_of_two_platforms_are_refused_unless_mixed_on_purpose(two_platfor
     assert [(p["split"], p["target"]) for p in platform["mixed"]] == [
         ("../a/train", ICELAKE), ("train-networks", ROCKETLAKE)]
     assert "mixed" not in training_platform(data_dir, ["train-networks"], mixed=True)
+
+
+def test_the_checkpoint_records_the_layouts_its_convolutions_were_measured_in(two_platforms):
+    nhwc = two_platforms / "b" / "train-networks-nhwc"
+    nhwc.mkdir()
+    (nhwc / "meta.json").write_text(json.dumps({"settings": {"target": ROCKETLAKE,
+                                                             "layout": "NHWC"}}))
+    data_dir = str(two_platforms / "b")
+    assert training_layouts(data_dir, ["train-networks"]) == ["NCHW"]
+    assert training_layouts(data_dir, ["../a/train", "train-networks-nhwc"]) == ["NCHW", "NHWC"]
 
 
 def test_another_datasets_training_split_is_a_valid_split_name():

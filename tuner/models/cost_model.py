@@ -59,6 +59,11 @@ class TrainedModel:
         cpus = [_mcpu_of(p.get("target")) for p in mixed] or [_mcpu_of(self.platform.get("target"))]
         return [c for c in dict.fromkeys(cpus) if c]
 
+    def layouts(self) -> list[str]:
+        """The data layouts of the training data's convolutions (``NCHW`` for checkpoints
+        that record none: every one trained before layouts were recorded was NCHW only)."""
+        return list(self.platform.get("layouts") or ["NCHW"])
+
     def covers(self, target) -> bool:
         """Whether some of the training data was measured for ``target``'s CPU."""
         mcpu = _target_mcpu(target)
