@@ -114,6 +114,18 @@ def test_checkpoint_from_another_cpu_loads_with_a_note():
     assert "collect its data" not in note
 
 
+def test_a_model_never_trained_on_the_runs_layout_says_so():
+    from metatune.config import default_checkpoint
+
+    model = load_model(default_checkpoint(graph="super"), graph="super")
+    assert model.layouts() == ["NCHW"]  # recorded by newer checkpoints; NCHW before
+    assert model.layout_note("NCHW") is None
+    note = model.layout_note("NHWC")
+    assert "NCHW convolutions only" in note and "splits=[train-networks-nhwc]" in note
+    model.platform["layouts"] = ["NCHW", "NHWC"]
+    assert model.layout_note("NHWC") is None
+
+
 def test_blend_hands_the_scores_over_to_a_task_local_xgboost(context_and_candidates):
     ctx, cands = context_and_candidates
     torch.manual_seed(0)

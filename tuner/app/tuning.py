@@ -70,7 +70,8 @@ class TuningOutcome:
 
 
 def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig | None = None,
-                    xfer: XferConfig | None = None, target=None, device: str = "auto"):
+                    xfer: XferConfig | None = None, target=None, device: str = "auto",
+                    layout: str | None = None):
     """A cost model by name: ``metatune``, MetaSchedule's ``xgb``, ``mlp``, ``random``, or
     ``xgb-xfer`` (XGBoost with transfer from the dataset's training split).
 
@@ -82,6 +83,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
             its defaults).
         target: The ``tvm.target.Target`` (``xgb-xfer`` extracts features for it).
         device: Where MetaTune's GCN embeds and fine-tunes (:mod:`metatune.device`).
+        layout: The data layout the tasks' convolutions are extracted in (``metatune``
+            notes when its training data has none of that layout).
 
     Raises:
         ConfigError: Unknown name.
@@ -109,6 +112,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
             if note:  # a warning only when none of its data is of this CPU
                 logger.log(logging.INFO if model.covers(target) else logging.WARNING,
                            "%s", note)
+        if layout and (note := model.layout_note(layout)):
+            logger.info("%s", note)
         return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device),
                                  blend_k0=m.blend_k0, num_cores=num_cores)
     if name == "xgb":
@@ -291,7 +296,8 @@ class Session:
 def build_cost_model(cfg: TuneConfig, target: TargetInfo):
     """The configuration's cost model (:func:`make_cost_model` with its typed sections)."""
     return make_cost_model(cfg.cost_model, num_cores=target.num_cores, metatune=cfg.metatune,
-                           xfer=cfg.xfer, target=target.target, device=cfg.device)
+                           xfer=cfg.xfer, target=target.target, device=cfg.device,
+                           layout=cfg.layout)
 
 
 def build_session(cfg: TuneConfig, target: TargetInfo, *,

@@ -64,6 +64,18 @@ class TrainedModel:
         that record none: every one trained before layouts were recorded was NCHW only)."""
         return list(self.platform.get("layouts") or ["NCHW"])
 
+    def layout_note(self, layout: str) -> str | None:
+        """A note when the tasks are extracted in a data layout (``NCHW``, ``NHWC``) that
+        none of the training data's convolutions were measured in, else ``None``."""
+        if layout in self.layouts():
+            return None
+        split = "train-networks" + ("-nhwc" if layout == "NHWC" else "")
+        return (f"the cost model was trained on {'/'.join(self.layouts())} convolutions only "
+                f"and this run tunes them in {layout} (layout={layout}); it adapts online, "
+                f"but for a model trained on {layout} too, collect this CPU's {layout} "
+                f"network convs (python collect.py run 'splits=[{split}]') and train with "
+                f"them (data.splits=[...,{split}]; checkpoints/README.md)")
+
     def covers(self, target) -> bool:
         """Whether some of the training data was measured for ``target``'s CPU."""
         mcpu = _target_mcpu(target)
