@@ -134,7 +134,7 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int,
     round); its best, search seconds and tuning seconds."""
     outcome, rounds, curves, cfg = tune_tasks([workload_task(name, layout)], [
         *overrides, f"trials={trials}", f"trials_per_round={per_round or trials}",
-        f"seed={seed}"], prefix="cold-start-")
+        f"seed={seed}", f"layout={layout}"], prefix="cold-start-")
     return {"workload": name, "seed": seed, "best_ms": outcome.best_ms[0],
             "search_s": sum(r["search_s"] for r in rounds), "trials": outcome.trials_run,
             "rounds": len(rounds), "tuning_seconds": outcome.tuning_seconds,
