@@ -164,14 +164,21 @@ def iter_replayed(split_dir: str, names: Collection[str] | None = None
                        stats.corrupt, skipped)
 
 
+def _split_meta(split_dir: str) -> dict | None:
+    """A split's ``meta.json`` (``None`` when it has none)."""
+    path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def dataset_platform(split_dir: str) -> dict:
     """Where a split was measured: ``target``, ``cpu``, ``cpu_flags`` (from its ``meta.json``;
     empty when it has none)."""
-    path = os.path.join(split_dir, "meta.json")
-    if not os.path.exists(path):
+    meta = _split_meta(split_dir)
+    if meta is None:
         return {}
-    with open(path, encoding="utf-8") as f:
-        meta = json.load(f)
     settings = meta.get("settings") or {}
     machine = meta.get("machine") or {}
     return {"target": settings.get("target", meta.get("target")),
@@ -182,11 +189,7 @@ def dataset_platform(split_dir: str) -> dict:
 def dataset_layout(split_dir: str) -> str:
     """The data layout a split's 2-D convolutions were measured in: ``NHWC`` when its
     ``meta.json`` settings say so (the ``*-nhwc`` splits), else ``NCHW``."""
-    path = os.path.join(split_dir, "meta.json")
-    if not os.path.exists(path):
-        return "NCHW"
-    with open(path, encoding="utf-8") as f:
-        return (json.load(f).get("settings") or {}).get("layout", "NCHW")
+    return ((_split_meta(split_dir) or {}).get("settings") or {}).get("layout", "NCHW")
 
 
 def as_split_dirs(split_dirs: str | Sequence[str]) -> list[str]:
