@@ -24,7 +24,7 @@ KEY = "metatune-test"
 def farm():
     """A tracker and two servers, all on 127.0.0.1 (never 0.0.0.0), one TVM thread each."""
     with local_farm(2, key=KEY, threads=1) as started:
-        yield started.rpc, started.servers
+        yield started.rpc, started
 
 
 def _overrides(work, rpc: RPCSettings, trials: int) -> list[str]:
@@ -62,25 +62,47 @@ def test_tunes_through_two_servers(farm, tmp_path):
 @pytest.mark.slow
 def test_a_server_killed_mid_run_costs_only_its_measurements(farm, tmp_path):
     """Runs last in this module: it kills one of the farm's servers."""
-    rpc, servers = farm
+    rpc, started = farm
 
     def kill_after_first_round() -> None:
         path = os.path.join(tmp_path, RECORD_FILE)
         while not (os.path.exists(path) and len(_records(tmp_path)) >= 8):
             time.sleep(0.2)
-        servers[1].kill()
+        started.kill_server(1)
 
     killer = threading.Thread(target=kill_after_first_round, daemon=True)
     killer.start()
     report = run_tune(load_tune_config(overrides=_overrides(tmp_path, rpc, 32)))
     killer.join(timeout=1)
-    assert servers[1].poll() is not None, "the server was not killed"
+    assert started.servers[1].poll() is not None, "the server was not killed"
     records = _records(tmp_path)
     failed = [r for r in records if not r.valid]
     assert len(records) == report["trials_run"]
     # the dead server costs at most the measurements it held (one round's share); the
     # other server measures the rest
     assert len(failed) <= 8 and len(records) - len(failed) >= 16
+
+
+def test_farm_leaves_no_process_behind():
+    """The tracker and servers run their loops in child workers; stopping the farm ends
+    those too (they once outlived the test run, orphaned, 700 MB each)."""
+    import psutil
+
+    with local_farm(1, key="metatune-leak-check", threads=1) as started:
+        procs = [started.tracker, *started.servers]
+        children = [c for p in procs for c in psutil.Process(p.pid).children(recursive=True)]
+        assert children  # the loops' workers
+
+    def alive(c) -> bool:
+        try:
+            return c.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.time() + 10  # SIGKILL is delivered at once; allow a slow scheduler
+    while any(alive(c) for c in children) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [c.pid for c in children if alive(c)], "workers outlived the farm"
 
 
 def test_tune_without_a_tracker_stops_before_the_work_dir(tmp_path, capsys):

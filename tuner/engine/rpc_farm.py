@@ -4,6 +4,7 @@ try of ``runner.kind=rpc`` before pointing it at real devices."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +31,10 @@ class LocalFarm:
     tracker: subprocess.Popen
     servers: list[subprocess.Popen] = field(default_factory=list)
 
+    def kill_server(self, i: int) -> None:
+        """Kill server ``i`` at once, as a crashed device would go (tests, fault runs)."""
+        stop_process(self.servers[i])
+
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
@@ -39,9 +44,25 @@ def free_port() -> int:
 
 
 def _start(args: list[str], threads: int) -> subprocess.Popen:
+    """Start ``python -m <args>`` in a process group of its own: TVM's ``rpc_tracker`` and
+    ``rpc_server`` run their loop in a child worker, which :func:`stop_process` must reach."""
     env = {**os.environ, "TVM_NUM_THREADS": str(threads)}
-    return subprocess.Popen([sys.executable, "-m", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", *args], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Kill a process started by :func:`_start` with its whole group, and reap it.
+
+    Killing only ``tvm.exec.rpc_tracker`` / ``rpc_server`` leaves the worker that runs the
+    tracker's or server's loop alive, orphaned, serving and holding its memory (seen:
+    three such workers of 700 MB each outlived a test run).
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()  # the group is gone already, or not ours: the process alone
+    proc.wait()
 
 
 @contextmanager
@@ -82,8 +103,7 @@ def local_farm(servers: int, *, key: str = "metatune-local", threads: int = 1,
         yield farm
     finally:
         for proc in [farm.tracker, *farm.servers]:
-            proc.kill()
-            proc.wait()
+            stop_process(proc)
 
 
 def registered(rpc: RPCSettings) -> int:
