@@ -66,6 +66,7 @@ def page(doc: dict) -> str:
         "| device | runs | rounds | search s/round | update s/round | measure s/round "
         "| tuning s per run | best ms per run |",
         "|---|---|---|---|---|---|---|---|"]
+
     def num(v: float | None) -> str:
         return "-" if v is None else f"{v:.3f}"
 
@@ -79,8 +80,8 @@ def page(doc: dict) -> str:
         c, g = s["cpu"], s["cuda"]
         lines += ["", f"GPU / CPU: search {g['median_search_s'] / c['median_search_s']:.2f}x, "
                       f"update {g['median_update_s'] / c['median_update_s']:.2f}x (below 1: "
-                      "the GPU is faster). Best latencies differ by the search's own "
-                      "randomness (float results differ between devices), not by device."]
+                      "the GPU is faster). The best latencies are not comparable across devices: "
+                      "float results differ between them, so the searches diverge."]
     return "\n".join(lines) + "\n"
 
 

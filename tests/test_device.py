@@ -40,14 +40,14 @@ def test_cost_model_follows_the_device(context_and_candidates):
     assert scores.shape == (len(cands),)
 
 
-def test_gpu_check_report_compares_devices():
+def test_gpu_check_report_compares_devices(monkeypatch):
     """scripts/gpu_check.py: medians leave out each run's first round, the page gives the
     GPU / CPU ratio, and a run of one round (no medians) still makes a page."""
     import os
-    import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path[:0] = [os.path.join(root, "scripts"), os.path.join(root, "bench")]
+    monkeypatch.syspath_prepend(os.path.join(root, "bench"))
+    monkeypatch.syspath_prepend(os.path.join(root, "scripts"))
     from gpu_check import page, summarize
 
     def run(device, search):
