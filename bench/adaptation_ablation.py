@@ -39,7 +39,12 @@ not change with the defaults):
   similar measured candidates; 5-way tasks, or one-workload tasks of 32 shots;
 - ``1-way-long`` / ``1-way-context-long``: one-workload tasks of 32 shots, 5x the
   meta-batches (1500) at 3x the outer step size (3e-3), without and with the attention
-  (``1-way-long`` is ``train.py``'s default since 2026-12-03).
+  (``1-way-long`` was ``train.py``'s default from 2026-12-03);
+- ``1-way-long-zero-shot``: ``1-way-long`` with the query loss before adapting in the
+  meta-objective too (``meta.zero_shot_weight=1``), so that the initial weights score a
+  task on the targets' scale before any measurement (MSE(D) at k = 0); won on the
+  validation workloads (``docs/adaptation-ablation-zero-shot-val.md``), ``train.py``'s
+  default since 2026-12-04.
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
@@ -61,14 +66,15 @@ from common import REPO
 #: The episodes every variant was measured with, before one-workload tasks meta-trained 5x
 #: longer became train.py's default: each variant states its own, so that it means what it
 #: measured whatever the defaults are.
+#: (MAML's objective, the query loss after adapting only: ``meta.zero_shot_weight=0``.)
 FIVE_WAY = ["meta.steps=300", "meta.ways=5", "meta.shots=8", "meta.tasks_per_batch=4",
-            "meta.beta=0.001"]
+            "meta.beta=0.001", "meta.zero_shot_weight=0"]
 ONE_WAY_16 = ["meta.steps=300", "meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
-              "meta.beta=0.001"]
+              "meta.beta=0.001", "meta.zero_shot_weight=0"]
 ONE_WAY_32 = ["meta.steps=300", "meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
-              "meta.beta=0.001"]
+              "meta.beta=0.001", "meta.zero_shot_weight=0"]
 ONE_WAY_LONG = ["meta.steps=1500", "meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
-                "meta.beta=0.003"]  # train.py's default since 2026-12-03
+                "meta.beta=0.003", "meta.zero_shot_weight=0"]  # train.py's default 2026-12-03
 
 VARIANTS: dict[str, list[str]] = {
     "pretrain-only": ["meta.steps=0", "meta.adapt.loss=mse"],
@@ -92,6 +98,8 @@ VARIANTS: dict[str, list[str]] = {
     "maml-context": [*FIVE_WAY, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
     "1-way-context": [*ONE_WAY_32, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
     "1-way-long": [*ONE_WAY_LONG, "meta.adapt.loss=mse+rank"],
+    "1-way-long-zero-shot": [*ONE_WAY_LONG, "meta.adapt.loss=mse+rank",
+                             "meta.zero_shot_weight=1.0"],
     "1-way-context-long": [*ONE_WAY_LONG, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
 }
 #: Variants pre-trained on their own (another pre-training loss or network shape), not

@@ -38,7 +38,8 @@ import json
 import os
 import sys
 
-from common import REPO, geomean, median, provenance, tune_tasks, write_results
+from common import (REPO, geomean, median, provenance, show_slow_steps, tune_tasks,
+                    write_results)
 
 DEFAULT_CONFIGS = [
     "meta-BO-T=preset=meta-BO-T",
@@ -343,6 +344,7 @@ def main() -> None:
     args = _parse()
     sys.path.insert(0, REPO)
     os.chdir(REPO)
+    show_slow_steps()
     configs = dict(c.split("=", 1) for c in args.configs)
     workloads = args.workloads or default_workloads(args.checkpoint_json)
     os.makedirs(args.runs_dir, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shlex
@@ -13,6 +14,14 @@ import tempfile
 from typing import Any, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def show_slow_steps() -> None:
+    """Log warnings, and the progress of the one slow step a benchmark's first run may take:
+    building xgb-Xfer's base model (about 10 minutes on 2 cores, cached in ``work/cache``
+    afterwards), which was silent at the default log level."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("tuner.models.xgb_transfer").setLevel(logging.INFO)
 
 
 class Tuned(NamedTuple):

@@ -54,7 +54,7 @@ import json
 import os
 import sys
 
-from common import REPO, machine_lines, provenance, write_results
+from common import REPO, machine_lines, provenance, show_slow_steps, write_results
 from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
                              retime_groups, run_tasks, side_by_side, source_lines,
@@ -137,6 +137,7 @@ def _place(args: argparse.Namespace) -> None:
 
 def main() -> None:
     args = _parse()
+    show_slow_steps()
     if args.worker:
         from common import tune_one_task
 

@@ -33,6 +33,7 @@ from common import REPO, provenance, write_results
 
 sys.path.insert(0, REPO)
 from metatune.config import DEFAULT_DATA_DIR  # noqa: E402
+from tuner.search.params import GP_KERNELS  # noqa: E402
 
 METHOD_NOTES = {
     "metatune-super": "GCN on the super-graph (meta-BO-T's model), head adapted on the k samples",
@@ -64,6 +65,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gp", action="store_true",
                    help="also score each checkpoint followed by the BO search's GP "
                         "(NAME+gp: how the tuner ranks candidates)")
+    p.add_argument("--gp-kernel", nargs="+", default=["knobs"], choices=GP_KERNELS,
+                   help="--gp's kernels (search_params.bo.kernel): knobs (NAME+gp), "
+                        "knobs+prior (NAME+gp-prior: the prediction a kernel input too)")
     p.add_argument("--train-data", default=None,
                    help="the dataset xgb-Xfer pre-trains on (its train/ split); default: --data."
                         " Another CPU's dataset measures transfer across CPUs")
@@ -330,11 +334,13 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                                          "embeddings (standardized) with its prediction as "
                                          "prior mean, fitted on the k samples (experiment)")
     if args.gp:
-        for name in list(models):
-            methods[f"{name}+gp"] = GPMethod(methods[name])
-            notes[f"{name}+gp"] = (f"`{name}` adapted, then the batch BO search's GP over "
-                                   "knob vectors with its prediction as prior mean, fitted "
-                                   "on the k samples: how the tuner ranks candidates")
+        for name, kernel in itertools.product(list(models), args.gp_kernel):
+            key = f"{name}+gp" + ("" if kernel == "knobs" else "-prior")
+            methods[key] = GPMethod(methods[name], kernel=kernel)
+            notes[key] = (f"`{name}` adapted, then the batch BO search's GP over knob vectors"
+                          + (" and the prediction" if kernel != "knobs" else "")
+                          + " with its prediction as prior mean, fitted on the k samples: how "
+                          f"the tuner ranks candidates with `search_params.bo.kernel={kernel}`")
     if args.ridge:
         for name, lam in itertools.product(list(models), args.ridge_lam):
             key = f"{name}+ridge" + (f"-{lam:g}" if len(args.ridge_lam) > 1 else "")

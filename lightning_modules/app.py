@@ -117,16 +117,20 @@ class MetaConfig:
     adapt: AdaptConfig = field(default_factory=AdaptConfig)
     first_order: bool = False
     freeze_gcn: bool = True
+    zero_shot_weight: float = 1.0
     val_every: int = 50
     val_tasks: int = 16
 
     def __post_init__(self) -> None:
-        """Check the step count and the episode sizes.
+        """Check the step count, the episode sizes and the zero-shot weight.
 
         Raises:
-            ConfigError: A negative step count, or an episode size not positive.
+            ConfigError: A negative step count or weight, or an episode size not positive.
         """
         _check_count("meta.steps", self.steps, zero=True)
+        if self.zero_shot_weight < 0:
+            raise ConfigError(f"meta.zero_shot_weight={self.zero_shot_weight}: a weight "
+                              ">= 0 (0: the query loss after adapting only, MAML's)")
         for key in ("ways", "shots", "queries"):
             _check_count(f"meta.{key}", getattr(self, key))
         if self.targets not in EPISODE_TARGETS:
@@ -259,7 +263,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
-                      freeze_gcn=m.freeze_gcn, graph=cfg.graph, platform=platform)
+                      freeze_gcn=m.freeze_gcn, zero_shot_weight=m.zero_shot_weight,
+                      graph=cfg.graph, platform=platform)
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
                          val_check_interval=max(1, min(m.val_every, m.steps)),

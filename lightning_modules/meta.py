@@ -29,6 +29,9 @@ class MetaModule(pl.LightningModule):
         adapt: :class:`metatune.maml.AdaptConfig` fields (scope, steps, lr, loss, meta_sgd).
         first_order: First-order MAML.
         freeze_gcn: Keep the pre-trained GCN's initial weights fixed.
+        zero_shot_weight: Weight of the query loss *before* adapting in the meta-objective
+            (0: MAML's, the loss after adapting only): the initial weights are then also
+            trained to score a task before any of its measurements, on the targets' scale.
         eval_steps: Inner steps at validation (defaults to ``adapt["steps"]``).
         graph: The graph mode of the training data (``super`` or ``plain``).
         feature_version: :data:`metatune.graph.FEATURE_VERSION` of the training data.
@@ -42,7 +45,8 @@ class MetaModule(pl.LightningModule):
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
                  head_hidden: int = 64, beta: float = 1e-3,
                  adapt: dict[str, Any] | None = None, first_order: bool = False,
-                 freeze_gcn: bool = True, eval_steps: int | None = None,
+                 freeze_gcn: bool = True, zero_shot_weight: float = 0.0,
+                 eval_steps: int | None = None,
                  graph: str | None = None, feature_version: int | None = FEATURE_VERSION,
                  platform: dict[str, Any] | None = None, alpha: float | None = None,
                  inner_steps: int | None = None) -> None:
@@ -80,16 +84,26 @@ class MetaModule(pl.LightningModule):
             return self.inner.inputs(self.net, batch)
         return self.net.embed(batch.x, batch.edge_index, batch.batch)
 
+    def meta_objective(self, tasks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The outer loss of a meta-batch: the mean query loss after adapting, plus
+        ``zero_shot_weight`` times the mean query loss before adapting.
+
+        Returns:
+            ``(objective, loss before, loss after)``: three scalars.
+        """
+        befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks))
+        before, after = torch.stack(befores).mean(), torch.stack(afters).mean()
+        weight = self.hparams.get("zero_shot_weight", 0.0)
+        return (after + weight * before if weight else after), before, after
+
     def training_step(self, tasks, batch_idx: int) -> None:
         opt = self.optimizers()
         opt.zero_grad()
-        befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks))
-        loss = torch.stack(afters).mean()
-        self.manual_backward(loss)
+        objective, before, after = self.meta_objective(tasks)
+        self.manual_backward(objective)
         opt.step()
-        self.log("meta/train_query_loss_before", torch.stack(befores).mean().detach(),
-                 batch_size=len(tasks))
-        self.log("meta/train_query_loss_after", loss.detach(), prog_bar=True,
+        self.log("meta/train_query_loss_before", before.detach(), batch_size=len(tasks))
+        self.log("meta/train_query_loss_after", after.detach(), prog_bar=True,
                  batch_size=len(tasks))
 
     def validation_step(self, tasks, batch_idx: int) -> None:

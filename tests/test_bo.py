@@ -54,6 +54,16 @@ def test_select_batch_without_history_follows_the_prior():
     assert idx == [19, 18, 17, 16, 15]
 
 
+def test_model_acquisition_takes_the_cost_models_top_without_a_gp(monkeypatch):
+    import tuner.search.bo_select as bo_select
+
+    monkeypatch.setattr(bo_select, "fit_gp", lambda *a, **k: pytest.fail("no GP to fit"))
+    f, hx, px = _toy(32, 20)
+    prior = np.arange(20, dtype=float)
+    assert select_batch(px, prior, hx, np.zeros(len(hx)), f(hx), 4,
+                        BOConfig(acquisition="model")) == [19, 18, 17, 16]
+
+
 def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
     f, hx, px = _toy(48, 64)
     flat = np.zeros(len(px))
@@ -64,6 +74,26 @@ def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
     # fewer than three distinct measurements: the cost model's prediction as it is
     prior = np.arange(len(px), dtype=float)
     assert np.array_equal(posterior_mean(px, prior, hx[:2], np.zeros(2), np.ones(2)), prior)
+
+
+def test_the_kernel_can_compare_the_prediction_too():
+    """``kernel=knobs+prior``: the prediction is one more ARD input; a prior that is the
+    target up to a monotone bend then ranks the pool better than the knobs alone."""
+    import torch
+
+    from metatune.errors import ConfigError
+    from tuner.search.bo_select import fit_gp
+
+    f, hx, px = _toy(24, 64, d=8)
+    x = torch.rand(10, 4, dtype=torch.float64)
+    y = torch.rand(10, 1, dtype=torch.float64)
+    assert fit_gp(x, y).covar_module.base_kernel.lengthscale.shape[-1] == 3
+    assert fit_gp(x, y, kernel="knobs+prior").covar_module.base_kernel.lengthscale.shape[-1] == 4
+    bent = lambda x: f(x) ** 3  # noqa: E731  # ranks as f does, on another scale
+    with_prior = posterior_mean(px, bent(px), hx, bent(hx), f(hx), kernel="knobs+prior")
+    assert np.corrcoef(with_prior, f(px))[0, 1] > 0.9
+    with pytest.raises(ConfigError, match="search_params.bo.kernel"):
+        BOConfig(kernel="embed")
 
 
 def test_a_failed_gp_fit_leaves_the_cost_models_prediction(monkeypatch):

@@ -103,6 +103,7 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     ("meta.nope=1", "nope"), ("graph=fancy", "super or plain"), ("meta.shots=0", "positive"),
     ("pretrain.lr=fast", "lr"), ("meta.targets=best", "workload, support"),
     ("data.splits=[train,heldout]", "evaluation only"), ("data.splits=[]", "training splits"),
+    ("meta.zero_shot_weight=-1", "zero_shot_weight"),
 ])
 def test_bad_config(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -132,6 +133,29 @@ def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data):
         query_loss().backward()
         opt.step()
     assert float(query_loss()) < 0.95 * before
+
+
+def test_zero_shot_weight_adds_the_loss_before_adapting_to_the_meta_gradient(tiny_data):
+    """``zero_shot_weight`` w: the meta-objective is the query loss after adapting plus w
+    times the loss before, and so is the gradient that trains the initial weights."""
+    from itertools import islice
+
+    workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
+    tasks = list(islice(iter(EpisodeDataset(workloads, ways=2, shots=3, queries=3, seed=0)), 2))
+    x = torch.cat([g.x for w in workloads for g in w.graphs])
+    torch.manual_seed(0)
+    module = MetaModule(NODE_FEATURES, hidden=8, head_hidden=8,
+                        adapt={"steps": 2, "lr": 0.05, "loss": "mse"}, graph="super",
+                        zero_shot_weight=2.0)
+    module.net.set_normalization(x.mean(0), x.std(0))
+    head = list(module.net.head.parameters())
+    objective, before, after = module.meta_objective(tasks)
+    assert torch.allclose(objective, after + 2.0 * before)
+    total = torch.autograd.grad(objective, head, retain_graph=True)
+    parts = [torch.autograd.grad(t, head, retain_graph=True) for t in (after, before)]
+    for g, ga, gb in zip(total, *parts):
+        assert torch.allclose(g, ga + 2.0 * gb, atol=1e-6)
+    assert any(float(gb.abs().sum()) > 0 for gb in parts[1])  # the term reaches the weights
 
 
 def test_two_cpu_processes_train_and_write_the_same_checkpoint_format(tiny_data):

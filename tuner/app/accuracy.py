@@ -245,15 +245,18 @@ class GPMethod:
         features: What the GP's kernel compares: ``knobs`` (the tuner's) or ``embed`` (the
             model's graph embeddings, standardized over the workload's candidates; an
             experiment, head-only checkpoints).
+        kernel: ``knobs`` or ``knobs+prior`` (the adapted prediction as a kernel input as
+            well; :func:`tuner.search.bo_select.fit_gp`), as ``search_params.bo.kernel``.
     """
 
-    def __init__(self, base: MetaTuneMethod, features: str = "knobs") -> None:
+    def __init__(self, base: MetaTuneMethod, features: str = "knobs",
+                 kernel: str = "knobs") -> None:
         if features not in ("knobs", "embed"):
             raise ValueError(f"GP features {features!r}: choose knobs or embed")
         if features == "embed" and not base.inner.head_only:
             raise ValueError("GP features 'embed' need a checkpoint that adapts the head only "
                              "(its embeddings do not change while it adapts)")
-        self.base, self.features = base, features
+        self.base, self.features, self.kernel = base, features, kernel
         self._features: dict[str, np.ndarray] = {}
 
     def _feature_matrix(self, w: EvalWorkload) -> np.ndarray:
@@ -272,7 +275,7 @@ class GPMethod:
         x = self._feature_matrix(w)
         y = relative_targets(w.seconds, support)[support]
         return posterior_mean(x[query], query_prior, x[support], support_prior, y,
-                              device=torch.device("cpu"))
+                              device=torch.device("cpu"), kernel=self.kernel)
 
 
 class RidgeMethod:

@@ -72,11 +72,14 @@ def train_base_booster(split_dir: str | list[str], target, num_cores: int):
     model = XGBModel(num_warmup_samples=0, num_tuning_cores=num_cores, verbose_eval=0)
     xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
-    for mod, cands, secs in groups.values():
+    step = max(1, len(groups) // 10)
+    for i, (mod, cands, secs) in enumerate(groups.values(), 1):
         ctx = ms.TuneContext(mod=mod, target=target)
         xs += candidate_features(model, ctx, cands)
         secs = np.asarray(secs, dtype=float)
         ys.append(secs.min() / secs)
+        if i % step == 0 or i == len(groups):
+            logger.info("xgb-Xfer base model: features of %d / %d workloads", i, len(groups))
     model._train(xs, np.concatenate(ys))  # the routine XGBModel.update trains with
     logger.info("xgb-Xfer base model: %d workloads, %d samples", len(groups), len(xs))
     return model.booster

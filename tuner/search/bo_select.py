@@ -46,7 +46,7 @@ def _prior_mean():
     return PriorMean()
 
 
-def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50):
+def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50, kernel: str = "knobs"):
     """A GP with the cost-model prior mean, fitted by marginal likelihood.
 
     Args:
@@ -54,6 +54,11 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50):
             prediction as the last column.
         y: An ``n x 1`` tensor of measured throughputs (standardized).
         max_iter: L-BFGS iterations of the marginal-likelihood fit.
+        kernel: What the kernel compares (:data:`tuner.search.params.GP_KERNELS`):
+            ``knobs`` (the prediction only sets the prior mean) or ``knobs+prior`` (the
+            prediction is one more ARD input as well, so that candidates the model scores
+            alike are correlated and the GP can bend the prediction's scale where the
+            measurements disagree with it).
 
     Returns:
         The fitted ``botorch.models.SingleTaskGP``.
@@ -63,9 +68,9 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50):
     from gpytorch.kernels import MaternKernel, ScaleKernel
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
-    d = x.shape[-1] - 1
-    kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d, active_dims=tuple(range(d))))
-    gp = SingleTaskGP(x, y, covar_module=kernel, mean_module=_prior_mean().to(x))
+    d = x.shape[-1] - 1 if kernel == "knobs" else x.shape[-1]
+    covar = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d, active_dims=tuple(range(d))))
+    gp = SingleTaskGP(x, y, covar_module=covar, mean_module=_prior_mean().to(x))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # botorch warns about input scaling and fit retries
         # A capped L-BFGS: the selection needs a sensible GP each round, not the optimum
@@ -131,7 +136,8 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
     """Choose ``q`` pool members to measure next.
 
     With fewer than three distinct measurements there is nothing to fit: the pool's top
-    ``q`` by the cost model's prediction are chosen.
+    ``q`` by the cost model's prediction are chosen, as always with
+    ``acquisition=model`` (no GP: what BO's exploration adds is measured against it).
 
     Args:
         pool_x: ``m x d`` knob vectors of the unmeasured candidates.
@@ -141,7 +147,7 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         hist_y: ``n`` measured throughputs (higher is better; failures as 0).
         q: Batch size.
         params: The BO settings read here (valid since they were made; ``None``: the
-            defaults): ``acquisition`` (``qlognei`` or ``qucb``), ``mc_samples`` (its
+            defaults): ``acquisition`` (``qlognei``, ``qucb`` or ``model``), ``mc_samples`` (its
             quasi-Monte-Carlo samples), ``beta`` (``qucb`` exploration weight) and
             ``engine``: ``joint`` (:func:`greedy_batch` on joint samples, fast) or
             ``botorch`` (``optimize_acqf_discrete`` with botorch's qLogNEI / qUCB; slower,
@@ -156,7 +162,7 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
     m = len(pool_x)
     q = min(q, m)
     by_prior = [int(i) for i in np.argsort(-pool_prior, kind="stable")]
-    if q == m or len(np.unique(hist_y)) < 3:
+    if q == m or len(np.unique(hist_y)) < 3 or params.acquisition == "model":
         return by_prior[:q]
     from botorch.sampling import SobolQMCNormalSampler
 
@@ -164,7 +170,7 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gp, hx, px = _task_gp(pool_x, pool_prior, hist_x, hist_prior, hist_y,
-                                  device or default_device())
+                                  device or default_device(), params.kernel)
             sampler = SobolQMCNormalSampler(torch.Size([params.mc_samples]), seed=seed)
             if params.engine == "joint":
                 with torch.no_grad():
@@ -179,8 +185,10 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
 
 
 def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
-             hist_prior: np.ndarray, hist_y: np.ndarray, device: torch.device):
-    """The task's GP fitted on the measurements (:func:`fit_gp`), with its inputs: the
+             hist_prior: np.ndarray, hist_y: np.ndarray, device: torch.device,
+             kernel: str = "knobs"):
+    """The task's GP fitted on the measurements (:func:`fit_gp` with ``kernel``), with its
+    inputs: the
     ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector, then the cost
     model's prediction standardized over both); targets are ``hist_y`` standardized.
 
@@ -191,12 +199,12 @@ def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
     as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # noqa: E731
     hx = as_t(np.column_stack([hist_x, prior[: len(hist_x)]]))
     px = as_t(np.column_stack([pool_x, prior[len(hist_x):]]))
-    return fit_gp(hx, as_t(_standardize(hist_y)).unsqueeze(-1)), hx, px
+    return fit_gp(hx, as_t(_standardize(hist_y)).unsqueeze(-1), kernel=kernel), hx, px
 
 
 def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
                    hist_prior: np.ndarray, hist_y: np.ndarray, *,
-                   device: torch.device | None = None) -> np.ndarray:
+                   device: torch.device | None = None, kernel: str = "knobs") -> np.ndarray:
     """The GP's posterior mean throughput of each pool member, in ``hist_y``'s units: the
     ranking :func:`select_batch`'s acquisition starts from, given the same measurements.
 
@@ -210,6 +218,7 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
         hist_prior: ``n`` cost-model predictions for them.
         hist_y: ``n`` measured throughputs.
         device: Where the GP runs (:func:`default_device` by default).
+        kernel: What the GP's kernel compares (:func:`fit_gp`).
 
     Returns:
         An ``m`` array.
@@ -220,7 +229,7 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gp, _, px = _task_gp(pool_x, pool_prior, hist_x, hist_prior, hist_y,
-                                 device or default_device())
+                                 device or default_device(), kernel)
             with torch.no_grad():
                 mean = gp.posterior(px).mean[..., 0].double().cpu().numpy()
     except Exception as err:  # as in select_batch: a failed fit leaves the cost model's

@@ -10,10 +10,13 @@ from metatune.errors import ConfigError
 
 #: The searches ``search=`` may name (see :func:`tuner.app.tuning.make_search`).
 SEARCHES = ("bo", "rl", "evolutionary", "replay")
-#: The batch acquisitions of :func:`tuner.search.bo_select.select_batch`.
-ACQUISITIONS = ("qlognei", "qucb")
+#: The batch acquisitions of :func:`tuner.search.bo_select.select_batch` (``model``: the
+#: cost model's top ``q``, no GP: the baseline that tells what the GP's exploration adds).
+ACQUISITIONS = ("qlognei", "qucb", "model")
 #: The batch selection engines of :func:`tuner.search.bo_select.select_batch`.
 ENGINES = ("joint", "botorch")
+#: What the BO search's GP kernel compares (see :func:`tuner.search.bo_select.fit_gp`).
+GP_KERNELS = ("knobs", "knobs+prior")
 
 
 @dataclass
@@ -26,7 +29,8 @@ class BOConfig:
             evolutionary search's: it proposes, BO chooses).
         genetic_iters: The sampler's evolution rounds per proposal.
         carry: Unchosen candidates kept for the next round.
-        acquisition: ``qlognei`` or ``qucb``.
+        acquisition: ``qlognei``, ``qucb``, or ``model`` (the pool's top by the adapted
+            cost model, without a GP).
         engine: ``joint`` or ``botorch`` (see :func:`tuner.search.bo_select.select_batch`).
         mc_samples: Quasi-Monte-Carlo samples of the acquisition.
         beta: ``qucb`` exploration weight.
@@ -35,6 +39,9 @@ class BOConfig:
             (the cost model is then the only guide, so it may search more); 0: ``population``.
         cold_genetic_iters: The sampler's evolution rounds while the task has no measurement
             yet; 0: ``genetic_iters``.
+        kernel: What the GP's kernel compares: ``knobs`` (the knob vectors; the cost
+            model's prediction only sets the prior mean) or ``knobs+prior`` (the prediction
+            is a kernel input as well).
     """
 
     pool_size: int = 96
@@ -48,6 +55,7 @@ class BOConfig:
     max_history: int = 256
     cold_population: int = 0
     cold_genetic_iters: int = 0
+    kernel: str = "knobs"
 
     def __post_init__(self) -> None:
         """Check the settings: a ``BOConfig`` that exists is valid.
@@ -61,6 +69,9 @@ class BOConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"search_params.bo.engine={self.engine!r}: choose "
                               f"{' or '.join(ENGINES)}")
+        if self.kernel not in GP_KERNELS:
+            raise ConfigError(f"search_params.bo.kernel={self.kernel!r}: choose "
+                              f"{' or '.join(GP_KERNELS)}")
         if min(self.pool_size, self.population, self.mc_samples) <= 0 or self.max_history < 4 \
                 or min(self.genetic_iters, self.carry, self.cold_population,
                        self.cold_genetic_iters) < 0:
