@@ -2,10 +2,12 @@
 
 Each task adapts on its support set with :class:`metatune.maml.InnerLoop` (the code the
 tuner fine-tunes with online) and is scored on its query set; the meta-update (beta)
-follows the mean query loss. As in the paper the GCN's initial weights stay those of
-pre-training (``freeze_gcn``); what the inner loop adapts (the head, the last GCN layer too,
-or everything), its loss and Meta-SGD's learned step sizes are the ``adapt`` settings,
-saved in the checkpoint with the graph mode and feature version the network was trained on.
+follows the mean query loss after adapting, plus ``zero_shot_weight`` times the one
+before (so that the initial weights also score a task before any of its measurements).
+As in the paper the GCN's initial weights stay those of pre-training (``freeze_gcn``);
+what the inner loop adapts (the head, the last GCN layer too, or everything), its loss
+and Meta-SGD's learned step sizes are the ``adapt`` settings, saved in the checkpoint
+with the graph mode and feature version the network was trained on.
 """
 
 from __future__ import annotations

@@ -77,8 +77,9 @@ def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
 
 
 def test_the_kernel_can_compare_the_prediction_too():
-    """``kernel=knobs+prior``: the prediction is one more ARD input; a prior that is the
-    target up to a monotone bend then ranks the pool better than the knobs alone."""
+    """``kernel=knobs+prior``: the prediction is one more ARD input, and the posterior
+    follows a prediction that is the target up to a monotone bend; other kernels are
+    refused in one line."""
     import torch
 
     from metatune.errors import ConfigError

@@ -188,9 +188,9 @@ def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
              hist_prior: np.ndarray, hist_y: np.ndarray, device: torch.device,
              kernel: str = "knobs"):
     """The task's GP fitted on the measurements (:func:`fit_gp` with ``kernel``), with its
-    inputs: the
-    ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector, then the cost
-    model's prediction standardized over both); targets are ``hist_y`` standardized.
+    inputs: the ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector, then
+    the cost model's prediction standardized over both); targets are ``hist_y``
+    standardized.
 
     Returns:
         ``(gp, history rows, pool rows)``.
