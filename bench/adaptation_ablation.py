@@ -39,12 +39,12 @@ not change with the defaults):
   similar measured candidates; 5-way tasks, or one-workload tasks of 32 shots;
 - ``1-way-long`` / ``1-way-context-long``: one-workload tasks of 32 shots, 5x the
   meta-batches (1500) at 3x the outer step size (3e-3), without and with the attention
-  (``1-way-long`` was ``train.py``'s default from 2026-12-03);
+  (``1-way-long`` is ``train.py``'s default since 2026-12-03);
 - ``1-way-long-zero-shot``: ``1-way-long`` with the query loss before adapting in the
   meta-objective too (``meta.zero_shot_weight=1``), so that the initial weights score a
   task on the targets' scale before any measurement (MSE(D) at k = 0); won on the
-  validation workloads (``docs/adaptation-ablation-zero-shot-val.md``), ``train.py``'s
-  default since 2026-12-04.
+  validation workloads (``docs/adaptation-ablation-zero-shot-val.md``) but did not tune
+  better (``docs/bench/zero-shot-tuning.md``), so it is not the default.
 
 Usage:
     python bench/adaptation_ablation.py --data data/llvm-icelake-server
@@ -74,7 +74,7 @@ ONE_WAY_16 = ["meta.steps=300", "meta.ways=1", "meta.shots=16", "meta.tasks_per_
 ONE_WAY_32 = ["meta.steps=300", "meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
               "meta.beta=0.001", "meta.zero_shot_weight=0"]
 ONE_WAY_LONG = ["meta.steps=1500", "meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
-                "meta.beta=0.003", "meta.zero_shot_weight=0"]  # train.py's default 2026-12-03
+                "meta.beta=0.003", "meta.zero_shot_weight=0"]  # train.py's default
 
 VARIANTS: dict[str, list[str]] = {
     "pretrain-only": ["meta.steps=0", "meta.adapt.loss=mse"],

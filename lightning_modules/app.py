@@ -117,7 +117,7 @@ class MetaConfig:
     adapt: AdaptConfig = field(default_factory=AdaptConfig)
     first_order: bool = False
     freeze_gcn: bool = True
-    zero_shot_weight: float = 1.0
+    zero_shot_weight: float = 0.0
     val_every: int = 50
     val_tasks: int = 16
 

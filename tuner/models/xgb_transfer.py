@@ -59,7 +59,9 @@ def train_base_booster(split_dir: str | list[str], target, num_cores: int):
 
     dirs = as_split_dirs(split_dir)
     groups: dict[tuple[str, str], tuple] = {}
-    for d in dirs:
+    for n, d in enumerate(dirs, 1):  # replaying the records takes most of the time
+        logger.info("xgb-Xfer base model: replaying the records of %s (%d / %d)", d, n,
+                    len(dirs))
         for item in iter_replayed(d):
             key = (d, item.info["name"])
             if key not in groups:
