@@ -98,8 +98,8 @@ VARIANTS: dict[str, list[str]] = {
     "maml-context": [*FIVE_WAY, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
     "1-way-context": [*ONE_WAY_32, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
     "1-way-long": [*ONE_WAY_LONG, "meta.adapt.loss=mse+rank"],
-    "1-way-long-zero-shot": [*ONE_WAY_LONG, "meta.adapt.loss=mse+rank",
-                             "meta.zero_shot_weight=1.0"],
+    "1-way-long-zero-shot": [*ONE_WAY_LONG[:-1], "meta.zero_shot_weight=1.0",
+                             "meta.adapt.loss=mse+rank"],
     "1-way-context-long": [*ONE_WAY_LONG, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
 }
 #: Variants pre-trained on their own (another pre-training loss or network shape), not

@@ -104,6 +104,7 @@ class MetaModule(pl.LightningModule):
         objective, before, after = self.meta_objective(tasks)
         self.manual_backward(objective)
         opt.step()
+        self.log("meta/train_objective", objective.detach(), batch_size=len(tasks))
         self.log("meta/train_query_loss_before", before.detach(), batch_size=len(tasks))
         self.log("meta/train_query_loss_after", after.detach(), prog_bar=True,
                  batch_size=len(tasks))

@@ -77,9 +77,8 @@ def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
 
 
 def test_the_kernel_can_compare_the_prediction_too():
-    """``kernel=knobs+prior``: the prediction is one more ARD input, and the posterior
-    follows a prediction that is the target up to a monotone bend; other kernels are
-    refused in one line."""
+    """``kernel=knobs+prior``: the prediction is one more ARD input (one more lengthscale)
+    and the GP still fits; other kernels are refused, by the config and by the fit."""
     import torch
 
     from metatune.errors import ConfigError
@@ -95,6 +94,8 @@ def test_the_kernel_can_compare_the_prediction_too():
     assert np.corrcoef(with_prior, f(px))[0, 1] > 0.9
     with pytest.raises(ConfigError, match="search_params.bo.kernel"):
         BOConfig(kernel="embed")
+    with pytest.raises(ValueError, match="knobs\\+prior"):
+        fit_gp(x, y, kernel="knobs+embed")
 
 
 def test_a_failed_gp_fit_leaves_the_cost_models_prediction(monkeypatch):

@@ -251,8 +251,12 @@ class GPMethod:
 
     def __init__(self, base: MetaTuneMethod, features: str = "knobs",
                  kernel: str = "knobs") -> None:
+        from tuner.search.params import GP_KERNELS
+
         if features not in ("knobs", "embed"):
             raise ValueError(f"GP features {features!r}: choose knobs or embed")
+        if kernel not in GP_KERNELS:
+            raise ValueError(f"GP kernel {kernel!r}: choose {' or '.join(GP_KERNELS)}")
         if features == "embed" and not base.inner.head_only:
             raise ValueError("GP features 'embed' need a checkpoint that adapts the head only "
                              "(its embeddings do not change while it adapts)")

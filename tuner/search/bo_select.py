@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import torch
 
-from tuner.search.params import BOConfig
+from tuner.search.params import GP_KERNELS, BOConfig
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +62,17 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50, kernel: str = "
 
     Returns:
         The fitted ``botorch.models.SingleTaskGP``.
+
+    Raises:
+        ValueError: An unknown ``kernel``.
     """
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
     from gpytorch.kernels import MaternKernel, ScaleKernel
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
+    if kernel not in GP_KERNELS:
+        raise ValueError(f"GP kernel {kernel!r}: choose {' or '.join(GP_KERNELS)}")
     d = x.shape[-1] - 1 if kernel == "knobs" else x.shape[-1]
     covar = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d, active_dims=tuple(range(d))))
     gp = SingleTaskGP(x, y, covar_module=covar, mean_module=_prior_mean().to(x))
