@@ -66,15 +66,16 @@ from common import REPO
 #: The episodes every variant was measured with, before one-workload tasks meta-trained 5x
 #: longer became train.py's default: each variant states its own, so that it means what it
 #: measured whatever the defaults are.
-#: (MAML's objective, the query loss after adapting only: ``meta.zero_shot_weight=0``.)
+#: MAML's objective, the query loss after adapting only (no zero-shot term).
+MAML_OBJECTIVE = "meta.zero_shot_weight=0"
 FIVE_WAY = ["meta.steps=300", "meta.ways=5", "meta.shots=8", "meta.tasks_per_batch=4",
-            "meta.beta=0.001", "meta.zero_shot_weight=0"]
+            "meta.beta=0.001", MAML_OBJECTIVE]
 ONE_WAY_16 = ["meta.steps=300", "meta.ways=1", "meta.shots=16", "meta.tasks_per_batch=8",
-              "meta.beta=0.001", "meta.zero_shot_weight=0"]
+              "meta.beta=0.001", MAML_OBJECTIVE]
 ONE_WAY_32 = ["meta.steps=300", "meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
-              "meta.beta=0.001", "meta.zero_shot_weight=0"]
+              "meta.beta=0.001", MAML_OBJECTIVE]
 ONE_WAY_LONG = ["meta.steps=1500", "meta.ways=1", "meta.shots=32", "meta.tasks_per_batch=8",
-                "meta.beta=0.003", "meta.zero_shot_weight=0"]  # train.py's default
+                "meta.beta=0.003", MAML_OBJECTIVE]  # train.py's default
 
 VARIANTS: dict[str, list[str]] = {
     "pretrain-only": ["meta.steps=0", "meta.adapt.loss=mse"],
@@ -98,8 +99,8 @@ VARIANTS: dict[str, list[str]] = {
     "maml-context": [*FIVE_WAY, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
     "1-way-context": [*ONE_WAY_32, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
     "1-way-long": [*ONE_WAY_LONG, "meta.adapt.loss=mse+rank"],
-    "1-way-long-zero-shot": [*ONE_WAY_LONG[:-1], "meta.zero_shot_weight=1.0",
-                             "meta.adapt.loss=mse+rank"],
+    "1-way-long-zero-shot": [*(o for o in ONE_WAY_LONG if o != MAML_OBJECTIVE),
+                             "meta.zero_shot_weight=1.0", "meta.adapt.loss=mse+rank"],
     "1-way-context-long": [*ONE_WAY_LONG, "meta.adapt.context=32", "meta.adapt.loss=mse+rank"],
 }
 #: Variants pre-trained on their own (another pre-training loss or network shape), not

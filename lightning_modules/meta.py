@@ -95,7 +95,7 @@ class MetaModule(pl.LightningModule):
         """
         befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks))
         before, after = torch.stack(befores).mean(), torch.stack(afters).mean()
-        weight = self.hparams.get("zero_shot_weight", 0.0)
+        weight = self.hparams.zero_shot_weight
         return (after + weight * before if weight else after), before, after
 
     def training_step(self, tasks, batch_idx: int) -> None:

@@ -24,7 +24,7 @@ KEY = "metatune-test"
 def farm():
     """A tracker and two servers, all on 127.0.0.1 (never 0.0.0.0), one TVM thread each."""
     with local_farm(2, key=KEY, threads=1) as started:
-        yield started.rpc, started
+        yield started
 
 
 def _overrides(work, rpc: RPCSettings, trials: int) -> list[str]:
@@ -42,7 +42,7 @@ def _records(work) -> list:
 
 
 def test_missing_tracker_and_key_are_one_line(farm):
-    rpc, _ = farm
+    rpc = farm.rpc
     with pytest.raises(RunnerUnavailableError, match="no RPC server is registered under key "
                                                      "'nobody'.*rpc_server"):
         check_tracker(RPCSettings(tracker_port=rpc.tracker_port, key="nobody"))
@@ -52,7 +52,7 @@ def test_missing_tracker_and_key_are_one_line(farm):
 
 
 def test_tunes_through_two_servers(farm, tmp_path):
-    rpc, _ = farm
+    rpc = farm.rpc
     report = run_tune(load_tune_config(overrides=_overrides(tmp_path, rpc, 16)))
     records = _records(tmp_path)
     assert report["trials_run"] == len(records) >= 8
@@ -62,19 +62,19 @@ def test_tunes_through_two_servers(farm, tmp_path):
 @pytest.mark.slow
 def test_a_server_killed_mid_run_costs_only_its_measurements(farm, tmp_path):
     """Runs last in this module: it kills one of the farm's servers."""
-    rpc, started = farm
+    rpc = farm.rpc
 
     def kill_after_first_round() -> None:
         path = os.path.join(tmp_path, RECORD_FILE)
         while not (os.path.exists(path) and len(_records(tmp_path)) >= 8):
             time.sleep(0.2)
-        started.kill_server(1)
+        farm.kill_server(1)
 
     killer = threading.Thread(target=kill_after_first_round, daemon=True)
     killer.start()
     report = run_tune(load_tune_config(overrides=_overrides(tmp_path, rpc, 32)))
     killer.join(timeout=1)
-    assert started.servers[1].poll() is not None, "the server was not killed"
+    assert farm.servers[1].poll() is not None, "the server was not killed"
     records = _records(tmp_path)
     failed = [r for r in records if not r.valid]
     assert len(records) == report["trials_run"]
