@@ -17,9 +17,9 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from metatune.checkpoint import adapt_settings, build
 from metatune.graph import FEATURE_VERSION
-from metatune.maml import AdaptConfig, InnerLoop, task_loss
-from metatune.model import MetaTuneNet
+from metatune.maml import task_loss
 
 
 class MetaModule(pl.LightningModule):
@@ -53,17 +53,13 @@ class MetaModule(pl.LightningModule):
                  platform: dict[str, Any] | None = None, alpha: float | None = None,
                  inner_steps: int | None = None) -> None:
         super().__init__()
-        if adapt is None:  # a checkpoint from before the adapt settings existed
-            legacy = {"lr": alpha, "steps": inner_steps}
-            adapt = {k: v for k, v in legacy.items() if v is not None}
-        adapt = AdaptConfig(**adapt).to_dict()
         self.save_hyperparameters(ignore=["alpha", "inner_steps"])
-        self.hparams.adapt = adapt
-        self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)
+        self.hparams.adapt = adapt_settings(adapt, alpha, inner_steps).to_dict()
+        # the same construction as the tuner's checkpoint reader (metatune.checkpoint)
+        self.net, self.inner = build(dict(self.hparams))
         if freeze_gcn:  # only the head's initial weights are meta-trained (DDP needs to know)
             for name, p in self.net.named_parameters():
                 p.requires_grad_(name.startswith("head."))
-        self.inner = InnerLoop(self.net, AdaptConfig(**adapt))
         self.automatic_optimization = False
 
     def task_losses(self, support, query, steps: int) -> tuple[torch.Tensor, torch.Tensor]:

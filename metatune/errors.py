@@ -48,3 +48,7 @@ class DatasetSettingsError(MetaTuneError):
 
 class RunnerUnavailableError(MetaTuneError):
     """The measurement runner cannot start: no RPC tracker, or no server under the key."""
+
+
+class CheckpointError(MetaTuneError):
+    """The cost-model checkpoint is missing, unreadable, or made for other graphs."""

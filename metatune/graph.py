@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from metatune.config import DEFAULT_GRAPH, GRAPH_MODES
@@ -57,11 +58,25 @@ def _head(kind: int, present: float, merged: float, stage: str | None, role: str
     return row
 
 
-def _for_context(features: list[float]) -> list[float]:
-    """For nodes carry log extent and loop kind only."""
-    ctx = [0.0] * len(LOOP_FEATURES)
-    ctx[:6] = features[:6]
-    return ctx
+#: Column of the loop context vector in a node's features; of ``present`` and ``merged``.
+_CTX, _PRESENT, _MERGED = _HEAD, 3, 4
+#: For nodes carry the first entries of the context vector (log extent, loop kind).
+_FOR_CONTEXT = 6
+
+
+def _template() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The empty super graph: node features (every slot null), template edges and types."""
+    k = len(SLOTS)
+    rows = [[0.0] * NODE_FEATURES]
+    rows += [_head(1, 0.0, 0.0, s, r, lv) + [0.0] * len(LOOP_FEATURES) for s, r, lv in SLOTS]
+    rows += [_head(2, 0.0, 0.0, s, r, lv) + [0.0] * len(LOOP_FEATURES) for s, r, lv in SLOTS]
+    edges = np.array([[0] * k + list(range(1, k + 1)),
+                      list(range(1, k + 1)) + list(range(k + 1, 2 * k + 1))], dtype=np.int64)
+    return (np.array(rows, dtype=np.float32), edges,
+            np.array([CONTROL] * k + [METADATA] * k, dtype=np.int64))
+
+
+_SUPER_X, _SUPER_EDGES, _SUPER_TYPES = _template()
 
 
 def _root(nest: LoopNest) -> list[float]:
@@ -71,16 +86,25 @@ def _root(nest: LoopNest) -> list[float]:
     return _head(0, 1.0, 0.0, None, None, None) + ctx
 
 
-def plain_graph(nest: LoopNest):
-    """The kernel's own graph: ``1 + 2 * n_loops`` nodes."""
+def _data(x: np.ndarray, edge_index: np.ndarray, edge_type: np.ndarray):
     from torch_geometric.data import Data
 
+    return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
+                edge_type=torch.from_numpy(edge_type))
+
+
+def plain_graph(nest: LoopNest):
+    """The kernel's own graph: ``1 + 2 * n_loops`` nodes."""
     n = len(nest.loops)
-    rows = [_root(nest)]
-    rows += [_head(1, 1.0, 0.0, loop.stage, loop.role, loop.level) + _for_context(loop.features)
-             for loop in nest.loops]
-    rows += [_head(2, 1.0, 0.0, loop.stage, loop.role, loop.level) + loop.features
-             for loop in nest.loops]
+    x = np.zeros((1 + 2 * n, NODE_FEATURES), dtype=np.float32)
+    x[0] = _root(nest)
+    for i, loop in enumerate(nest.loops):
+        head = _head(1, 1.0, 0.0, loop.stage, loop.role, loop.level)
+        x[1 + i, :_HEAD] = head
+        x[1 + i, _CTX:_CTX + _FOR_CONTEXT] = loop.features[:_FOR_CONTEXT]
+        head[1], head[2] = 0.0, 1.0  # the iterval node: same place, whole context
+        x[1 + n + i, :_HEAD] = head
+        x[1 + n + i, _CTX:] = loop.features
     src, dst, typ = [], [], []
     for i, loop in enumerate(nest.loops):
         src += [0, 1 + i]
@@ -90,34 +114,30 @@ def plain_graph(nest: LoopNest):
             src.append(1 + loop.parent)
             dst.append(1 + i)
             typ.append(NESTING)
-    return Data(x=torch.tensor(rows, dtype=torch.float32),
-                edge_index=torch.tensor([src, dst], dtype=torch.long).reshape(2, -1),
-                edge_type=torch.tensor(typ, dtype=torch.long))
+    return _data(x, np.array([src, dst], dtype=np.int64).reshape(2, -1),
+                 np.array(typ, dtype=np.int64))
 
 
 def super_graph(nest: LoopNest):
     """The super-graph template filled with this kernel: ``1 + 2 * len(SLOTS)`` nodes."""
-    from torch_geometric.data import Data
-
     k = len(SLOTS)
-    fors = [_head(1, 0.0, 0.0, s, r, lv) + [0.0] * len(LOOP_FEATURES) for s, r, lv in SLOTS]
-    vals = [_head(2, 0.0, 0.0, s, r, lv) + [0.0] * len(LOOP_FEATURES) for s, r, lv in SLOTS]
+    x = _SUPER_X.copy()
+    x[0] = _root(nest)
     slot_of: list[int | None] = []
     for loop in nest.loops:
         slot = SLOT_INDEX.get((loop.stage, loop.role, loop.level))
         slot_of.append(slot)
         if slot is None:
             continue
-        if fors[slot][3] == 1.0:  # taken by an outer loop: count the merge
-            fors[slot][4] += 1.0
-            vals[slot][4] += 1.0
+        fo, val = 1 + slot, 1 + k + slot
+        if x[fo, _PRESENT] == 1.0:  # taken by an outer loop: count the merge
+            x[fo, _MERGED] += 1.0
+            x[val, _MERGED] += 1.0
             continue
-        fors[slot] = _head(1, 1.0, 0.0, loop.stage, loop.role, loop.level) + _for_context(
-            loop.features)
-        vals[slot] = _head(2, 1.0, 0.0, loop.stage, loop.role, loop.level) + loop.features
-    src = [0] * k + list(range(1, k + 1))
-    dst = list(range(1, k + 1)) + list(range(k + 1, 2 * k + 1))
-    typ = [CONTROL] * k + [METADATA] * k
+        x[fo, _PRESENT] = x[val, _PRESENT] = 1.0
+        x[fo, _CTX:_CTX + _FOR_CONTEXT] = loop.features[:_FOR_CONTEXT]
+        x[val, _CTX:] = loop.features
+    src, dst = [], []
     seen = set()
     for i, loop in enumerate(nest.loops):
         a, b = (slot_of[loop.parent] if loop.parent >= 0 else None), slot_of[i]
@@ -125,10 +145,9 @@ def super_graph(nest: LoopNest):
             seen.add((a, b))
             src.append(1 + a)
             dst.append(1 + b)
-            typ.append(NESTING)
-    return Data(x=torch.tensor([_root(nest)] + fors + vals, dtype=torch.float32),
-                edge_index=torch.tensor([src, dst], dtype=torch.long),
-                edge_type=torch.tensor(typ, dtype=torch.long))
+    nesting = np.array([src, dst], dtype=np.int64).reshape(2, -1)
+    return _data(x, np.concatenate([_SUPER_EDGES, nesting], axis=1),
+                 np.concatenate([_SUPER_TYPES, np.full(len(src), NESTING, dtype=np.int64)]))
 
 
 def encode(func, mode: str = DEFAULT_GRAPH):

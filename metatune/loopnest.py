@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 STAGES = ("main", "init", "pre", "post")
 ROLES = ("n", "f", "y", "x", "rc", "ry", "rx")
 LEVELS = 4
@@ -284,32 +286,42 @@ def _log2(x: float) -> float:
     return math.log2(1.0 + abs(x))
 
 
-def _block_tables(blk: Block, loops: list[Loop]) -> list[tuple]:
+def _block_tables(blk: Block, loops: list[Loop]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per buffer slot of a block: strides and touched spans along its loop chain.
 
     Returns:
-        Up to :data:`N_BUFFERS` tuples ``(steps, suffix_bytes)``: ``steps[j]`` is the
-        element stride of chain loop ``j`` in the buffer, ``suffix_bytes[j]`` the bytes
-        touched while chain loop ``j`` runs (all its iterations, inner loops included).
+        Up to :data:`N_BUFFERS` pairs ``(steps, suffix_bytes)`` of ``len(blk.loops)``
+        float arrays: ``steps[j]`` is the element stride of chain loop ``j`` in the buffer,
+        ``suffix_bytes[j]`` the bytes touched while chain loop ``j`` runs (all its
+        iterations, inner loops included).
     """
-    chain = blk.loops
+    chain_vars = [loops[k].var for k in blk.loops]
+    extents = np.array([loops[k].extent - 1 for k in blk.loops], dtype=np.float64)
+    block_vars = list(blk.bindings)
+    # [block var, chain position]: how far block var v moves per step of chain loop j
+    binding = np.array([[blk.bindings[v].get(var, 0.0) for var in chain_vars]
+                        for v in block_vars], dtype=np.float64).reshape(len(block_vars),
+                                                                         len(chain_vars))
+    position = {v: i for i, v in enumerate(block_vars)}
     writes = [a for a in blk.accesses if a[0]]
     reads = sorted((a for a in blk.accesses if not a[0] and not any(
         w[1] == a[1] and w[2] == a[2] for w in writes)), key=lambda a: -math.prod(a[1]))
     tables = []
     for _, shape, index, nbytes in (writes[:1] + reads)[:N_BUFFERS]:
-        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-        coef = [[sum(c * blk.bindings.get(v, {}).get(loops[k].var, 0.0) for v, c in idx.items())
-                 for k in chain] for idx in index]  # [dim][chain position]
-        steps = [sum(coef[d][j] * strides[d] for d in range(len(shape)))
-                 for j in range(len(chain))]
-        widths = [1.0] * len(shape)
-        suffix = [0.0] * len(chain)
-        for j in range(len(chain) - 1, -1, -1):
-            ext = loops[chain[j]].extent - 1
-            for d in range(len(shape)):
-                widths[d] += abs(coef[d][j]) * ext
-            suffix[j] = nbytes * math.prod(min(w, n) for w, n in zip(widths, shape))
+        # [buffer dim, block var]: the access index's coefficients (other variables: 0)
+        access = np.zeros((len(shape), len(block_vars)))
+        for d, idx in enumerate(index):
+            for v, c in idx.items():
+                if v in position:
+                    access[d, position[v]] += c
+        coef = access @ binding  # [dim, chain position]
+        strides = np.array([math.prod(shape[d + 1:]) for d in range(len(shape))],
+                           dtype=np.float64)
+        steps = strides @ coef
+        # spans grow from the innermost chain loop outwards, capped by the buffer's shape
+        widths = 1.0 + np.cumsum((np.abs(coef) * extents)[:, ::-1], axis=1)[:, ::-1]
+        suffix = nbytes * np.prod(np.minimum(widths, np.asarray(shape, dtype=np.float64)[:, None]),
+                                  axis=0)
         tables.append((steps, suffix))
     return tables
 

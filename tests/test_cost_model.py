@@ -81,6 +81,31 @@ def test_shipped_checkpoint_loads_for_real_and_refuses_the_other_graph_mode():
     assert FEATURE_VERSION >= 1
 
 
+def test_the_tuner_loads_a_checkpoint_without_lightning():
+    import subprocess
+    import sys
+
+    from metatune.config import default_checkpoint
+
+    code = ("import sys; from tuner.models.cost_model import load_model; "
+            f"m = load_model({default_checkpoint(graph='super')!r}, graph='super'); "
+            "print(m.graph, any('lightning' in k for k in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["super", "False"]  # Lightning costs seconds of tune.py's start-up
+
+
+def test_checkpoint_with_weights_of_another_shape_is_refused(tmp_path):
+    from metatune.config import default_checkpoint
+
+    blob = torch.load(default_checkpoint(graph="plain"), map_location="cpu", weights_only=True)
+    blob["hyper_parameters"]["hidden"] = 7
+    odd = tmp_path / "odd.ckpt"
+    torch.save(blob, odd)
+    with pytest.raises(CheckpointError, match="size mismatch.*retrain"):
+        load_net(str(odd), graph="plain")
+
+
 def test_checkpoint_of_another_feature_version_is_refused(tmp_path):
     from metatune.config import default_checkpoint
 

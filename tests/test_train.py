@@ -93,10 +93,15 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
 
     batch = Batch.from_data_list(workloads[0].graphs)
     again = MetaModule.load_from_checkpoint(result["checkpoint"], map_location="cpu").net.eval()
+    from metatune.checkpoint import load
+
+    plain, inner, hparams = load(result["checkpoint"])  # the tuner's reader, no Lightning
+    assert hparams["zero_shot_weight"] == 0.5 and inner.cfg == module.inner.cfg
     with torch.no_grad():
         a = net(batch.x, batch.edge_index, batch.batch)
         b = again(batch.x, batch.edge_index, batch.batch)
-    assert torch.equal(a, b) and a.shape == (len(workloads[0].graphs),)
+        c = plain(batch.x, batch.edge_index, batch.batch)
+    assert torch.equal(a, b) and torch.equal(a, c) and a.shape == (len(workloads[0].graphs),)
     assert float(net.x_std.min()) > 0  # normalization statistics travel in the checkpoint
     assert not torch.equal(net.x_mean, torch.zeros_like(net.x_mean))
 

@@ -24,7 +24,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.config import target_dict
-from metatune.errors import MetaTuneError
+from metatune.checkpoint import load as load_checkpoint
+from metatune.errors import CheckpointError
 from metatune.graph import FEATURE_VERSION, NODE_FEATURES, encode
 from metatune.maml import AdaptConfig, InnerLoop
 from metatune.model import MetaTuneNet
@@ -32,10 +33,6 @@ from metatune.records import measured_seconds
 from tuner.models.params import MetaTuneModelConfig
 
 logger = logging.getLogger(__name__)
-
-
-class CheckpointError(MetaTuneError):
-    """The cost-model checkpoint is missing, unreadable, or made for other graphs."""
 
 
 @dataclass
@@ -156,20 +153,15 @@ def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfi
             f"cost-model checkpoint {checkpoint!r} not found: train one with python train.py, "
             "pass its path (metatune.checkpoint=PATH), or start the model from scratch "
             "(metatune.from_scratch=true)")
-    # Lightning only to read the checkpoint: kept lazy, out of the tuner's start-up.
-    from lightning_modules.meta import MetaModule
-
-    try:
-        module = MetaModule.load_from_checkpoint(checkpoint, map_location="cpu")
-    except Exception as err:  # torch/Lightning raise many types on a bad file
+    try:  # plain torch.load of the weights: Lightning stays out of the tuner's start-up
+        net, inner, hparams = load_checkpoint(checkpoint)
+    except CheckpointError as err:
         raise CheckpointError(
-            f"cannot load cost-model checkpoint {checkpoint!r} ({type(err).__name__}: "
-            f"{str(err).splitlines()[0][:160]}); retrain it with python train.py or start "
-            "the model from scratch (metatune.from_scratch=true)") from err
-    hparams = dict(module.hparams)
+            f"cannot load cost-model checkpoint {checkpoint!r} ({err}); retrain it with "
+            "python train.py or start the model from scratch (metatune.from_scratch=true)"
+        ) from err
     check_compatible(checkpoint, hparams, graph or hparams.get("graph"))
-    return TrainedModel(module.net, module.inner, hparams["graph"],
-                        dict(hparams.get("platform") or {}))
+    return TrainedModel(net, inner, hparams["graph"], dict(hparams.get("platform") or {}))
 
 
 def check_compatible(checkpoint: str, hparams: dict, graph: str) -> None:
