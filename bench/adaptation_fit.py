@@ -10,6 +10,14 @@ adapted on: the fit) and on the query set (the workload's other candidates), bef
 after adapting, on the checkpoint's validation workloads (to choose settings) or on a
 held-out split.
 
+The support set is random by default, as in ``bench/model_accuracy.py``. With ``--support
+top`` it is what the tuner measures first: the k candidates the unadapted model scores
+highest, and the query set is the ``--query`` candidates it scores next (what the
+following rounds choose from). That asks whether adapting on its own top picks corrects
+the model where the search looks, which random samples cannot tell (``docs/STATUS.md``:
+better ranking on random samples has not given faster schedules). It is deterministic:
+one draw, whatever the seeds.
+
 Usage:
     python bench/adaptation_fit.py --data data/llvm-znver4 \\
         --model checkpoints/llvm-znver4-plain.ckpt \\
@@ -45,6 +53,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--ks", type=int, nargs="+", default=[16, 64])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--query", type=int, default=24)
+    p.add_argument("--support", choices=("random", "top"), default="random",
+                   help="random: k random samples; top: the model's own top k, the query "
+                        "set its next --query (as the tuner measures)")
     p.add_argument("--limit", type=int, default=None, help="first N workloads only")
     p.add_argument("--out", default="docs/adaptation-fit")
     return p.parse_args()
@@ -78,8 +89,15 @@ def load_workloads(args: argparse.Namespace, graph: str) -> list:
     return load_split_workloads(args.data, splits, (graph,), need, names, args.limit)
 
 
+def top_split(scores: np.ndarray, k: int, query: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(support, query)`` indices as the tuner meets them: the ``k`` best-scored
+    candidates (measured first), then the ``query`` scored next (ties: the earlier first)."""
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    return order[:k], order[k:k + query]
+
+
 def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[int],
-             seeds: list[int], query: int) -> list[dict]:
+             seeds: list[int], query: int, support_mode: str = "random") -> list[dict]:
     """Pairwise accuracy on the support and query sets, before and after adapting.
 
     Args:
@@ -89,6 +107,8 @@ def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[i
         ks: Support-set sizes (each > 1: a fit needs pairs).
         seeds: Seeds of the support/query draws.
         query: Query candidates per workload.
+        support_mode: ``random`` (:func:`tuner.app.accuracy.split_indices`) or ``top``
+            (the unadapted model's best k, the query its next ``query``; seeds unused).
 
     Returns:
         One row per (k, seed, workload): ``fit_before``, ``fit_after``, ``query_before``,
@@ -103,10 +123,14 @@ def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[i
     before.inner.override(steps=0, scope=scope, net=before.net)
     adapted, initial = MetaTuneMethod(after), MetaTuneMethod(before)
     rows = []
-    for seed in seeds:
+    for seed in seeds if support_mode == "random" else seeds[:1]:
         for w in workloads:
+            if support_mode == "top":
+                everything = np.arange(len(w.seconds))
+                prior = initial.adapted_scores(w, everything[:0], everything)[1]
             for k in ks:
-                support, q = split_indices(len(w.seconds), k, query, seed)
+                support, q = (split_indices(len(w.seconds), k, query, seed)
+                              if support_mode == "random" else top_split(prior, k, query))
                 target = relative_targets(w.seconds, support)
                 row = {"k": k, "seed": seed, "workload": w.name}
                 for name, method in (("before", initial), ("after", adapted)):
@@ -136,7 +160,10 @@ def markdown(doc: dict) -> str:
              f"{doc['workloads']} {doc['split_said']} workloads, query {doc['query']} "
              f"candidates each, seeds {doc['seeds']}; {doc['seconds']:.0f} s",
              "- pairwise ranking accuracy; fit: on the k support samples adapted on; query: "
-             "on the workload's other candidates; before / after the adaptation", "",
+             + ("on the workload's other candidates" if doc.get("support", "random") == "random"
+                else "the candidates the unadapted model scores next after its top k (the "
+                     "support set: what the tuner measures first)")
+             + "; before / after the adaptation", "",
              "| setting (steps : lr : scope) | k | fit before | fit after | query before | "
              "query after | query change |", "|---|---|---|---|---|---|---|"]
     for setting, per_k in doc["summary"].items():
@@ -169,7 +196,8 @@ def main() -> None:
     summary, rows = {}, []
     for text, setting in settings.items():
         t0 = time.perf_counter()
-        got = fit_rows(model, setting, workloads, args.ks, args.seeds, args.query)
+        got = fit_rows(model, setting, workloads, args.ks, args.seeds, args.query,
+                       args.support)
         summary[text] = summarize(got)
         rows += [{"setting": text, **r} for r in got]
         logging.info("%s: %s (%.0f s)", text, summary[text], time.perf_counter() - t0)
@@ -178,7 +206,8 @@ def main() -> None:
            "model": args.model, "data": args.data, "split": args.split,
            "split_said": ("validation (the checkpoint's, never trained on)"
                           if args.split == "val" else f"`{args.split}`"),
-           "workloads": len(workloads), "query": args.query, "seeds": args.seeds,
+           "workloads": len(workloads), "query": args.query, "support": args.support,
+           "seeds": args.seeds if args.support == "random" else args.seeds[:1],
            "seconds": time.perf_counter() - start, "summary": summary,
            "row_columns": list(rows[0]) if rows else [],
            "rows": [[round(v, 4) if isinstance(v, float) else v for v in r.values()]

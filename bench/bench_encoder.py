@@ -9,7 +9,7 @@ on the same candidates, and the two encoders' graphs are compared (the largest f
 difference, and whether every edge list is the same).
 
 Usage:
-    python bench/bench_encoder.py --candidates 256 --baseline HEAD~1 \
+    python bench/bench_encoder.py --candidates 256 --baseline 41262fe \
         --out docs/bench/encoder.json --markdown docs/bench/encoder.md
 """
 
@@ -56,20 +56,22 @@ def candidates(n: int, seed: int) -> list:
 def baseline_encode(rev: str):
     """``encode`` of the encoder at git revision ``rev`` (its loop-nest reader and graph
     builder loaded as private modules beside this tree's)."""
-    tmp = tempfile.mkdtemp(prefix="encoder-baseline-")
     names = {"loopnest": "_baseline_loopnest", "graph": "_baseline_graph"}
-    for part, name in names.items():
-        text = subprocess.run(["git", "-C", REPO, "show", f"{rev}:metatune/{part}.py"],
-                              check=True, capture_output=True, text=True).stdout
-        path = os.path.join(tmp, f"{name}.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text.replace("from metatune.loopnest import",
-                                 f"from {names['loopnest']} import"))
-    sys.path.insert(0, tmp)
-    spec = importlib.util.spec_from_file_location(names["graph"],
-                                                  os.path.join(tmp, f"{names['graph']}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="encoder-baseline-") as tmp:
+        for part, name in names.items():
+            text = subprocess.run(["git", "-C", REPO, "show", f"{rev}:metatune/{part}.py"],
+                                  check=True, capture_output=True, text=True).stdout
+            with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8") as f:
+                f.write(text.replace("from metatune.loopnest import",
+                                     f"from {names['loopnest']} import"))
+        sys.path.insert(0, tmp)
+        try:  # both modules are loaded (their imports run) before the files go
+            spec = importlib.util.spec_from_file_location(
+                names["graph"], os.path.join(tmp, f"{names['graph']}.py"))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(tmp)
     return module.encode
 
 
@@ -81,14 +83,18 @@ def compare(funcs: list, encoders: dict) -> dict:
     (_, a), (_, b) = encoders.items()
     out = {}
     for mode in MODES:
-        worst, same = 0.0, True
+        worst, same, equal = 0.0, True, True
         for f in funcs:
             ga, gb = a(f, mode), b(f, mode)
             same &= (ga.x.shape == gb.x.shape and torch.equal(ga.edge_index, gb.edge_index)
                      and torch.equal(ga.edge_type, gb.edge_type))
             if ga.x.shape == gb.x.shape:
-                worst = max(worst, float((ga.x - gb.x).abs().max()))
-        out[mode] = {"max_abs_feature_diff": worst, "same_edges_and_nodes": bool(same)}
+                equal &= torch.equal(ga.x, gb.x)  # NaN-safe: a NaN anywhere is unequal
+                worst = max(worst, float((ga.x - gb.x).abs().nan_to_num(float("inf")).max()))
+            else:
+                equal = False
+        out[mode] = {"max_abs_feature_diff": worst, "same_edges_and_nodes": bool(same),
+                     "identical_features": bool(equal)}
     return out
 
 
@@ -147,10 +153,13 @@ def main() -> None:
     if args.baseline:
         lines.append("| speed-up | " + " | ".join(f"{doc['speedup'][m]:.2f}x" for m in MODES)
                      + " |")
-        lines += ["", "Same graphs: " + "; ".join(
-            f"{m}: largest feature difference {a['max_abs_feature_diff']:.1e}, edges and node "
-            f"counts {'identical' if a['same_edges_and_nodes'] else 'DIFFERENT'}"
-            for m, a in doc["agreement"].items())]
+        agree = doc["agreement"]
+        same = all(a["identical_features"] and a["same_edges_and_nodes"] for a in agree.values())
+        lines += ["", ("The two encoders give identical graphs on these candidates: "
+                       if same else "**The two encoders' graphs differ**: ") + "; ".join(
+            f"{m}: features {'equal' if a['identical_features'] else 'unequal'} (largest "
+            f"difference {a['max_abs_feature_diff']:.1e}), edges and node counts "
+            f"{'equal' if a['same_edges_and_nodes'] else 'unequal'}" for m, a in agree.items())]
     with open(args.markdown, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -10,9 +10,14 @@ for a model transferred across CPUs, and a lower bound on how rankable a split i
 (measurement noise alone would cap it). No measurement is made; the run times are the
 datasets' own.
 
+With one CPU's split measured twice (``collect.py run out=...`` into a second dataset:
+the same seeds draw the same schedules), the row is the measurement noise itself.
+
 Usage:
     python bench/ranking_ceiling.py                      # every pair of data/llvm-* datasets
     python bench/ranking_ceiling.py --data data/llvm-icelake-server data/llvm-znver4
+    python bench/ranking_ceiling.py --data data/llvm-znver4 data/llvm-znver4-repeat \
+        --split heldout-nhwc --out docs/ranking-noise-znver4
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ sys.path.insert(0, REPO)
 from metatune import metrics  # noqa: E402
 from metatune.dataset import workload_entries  # noqa: E402
 from metatune.records import iter_records  # noqa: E402
+from tuner.app.accuracy import split_indices  # noqa: E402
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,6 +48,11 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--split", default="heldout", help="the split to compare (default heldout)")
     p.add_argument("--min-shared", type=int, default=16,
                    help="workloads with fewer schedules measured on both are skipped")
+    p.add_argument("--query", type=int, default=0,
+                   help="score random subsets of this many schedules per workload and seed, "
+                        "as bench/model_accuracy.py's query sets (0: all shared schedules)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="the subsets' seeds (with --query)")
     p.add_argument("--out", default="docs/ranking-ceiling")
     return p.parse_args(argv)
 
@@ -67,12 +78,16 @@ def measured_times(split_dir: str) -> tuple[dict[str, dict[str, float]], str]:
 
 
 def agreement(ref: dict[str, dict[str, float]], other: dict[str, dict[str, float]],
-              min_shared: int) -> dict:
+              min_shared: int, query: int = 0, seeds: tuple[int, ...] = (0,)) -> dict:
     """Score ``other``'s measured throughput as a ranking of ``ref``'s, workload by workload.
 
     Args:
         ref, other: :func:`measured_times` of two platforms' split.
         min_shared: Workloads with fewer schedules measured on both are skipped.
+        query: Above 0: score, per seed, a random subset of this many shared schedules
+            (:func:`tuner.app.accuracy.split_indices`' query set, as the cost models are
+            scored) and average over the seeds; 0: all shared schedules at once.
+        seeds: The subsets' seeds.
 
     Returns:
         ``{"workloads", "shared_samples", "pairwise", "top5_recall",
@@ -86,8 +101,10 @@ def agreement(ref: dict[str, dict[str, float]], other: dict[str, dict[str, float
             continue
         truth = np.array([1.0 / ref[name][t] for t in traces])
         guess = np.array([1.0 / other[name][t] for t in traces])
-        pairwise.append(metrics.pairwise_accuracy(guess, truth))
-        top5.append(metrics.top_k_recall(guess, truth))
+        subsets = ([split_indices(len(traces), 0, query, seed)[1] for seed in seeds]
+                   if query else [np.arange(len(traces))])
+        pairwise.append(np.mean([metrics.pairwise_accuracy(guess[i], truth[i]) for i in subsets]))
+        top5.append(np.mean([metrics.top_k_recall(guess[i], truth[i]) for i in subsets]))
         shared += len(traces)
     if not pairwise:
         return {"workloads": 0, "shared_samples": 0, "pairwise": None, "top5_recall": None,
@@ -105,8 +122,12 @@ def markdown(doc: dict) -> str:
              f"- split: `{doc['split']}`; a workload counts when at least {doc['min_shared']} "
              "of its schedules were measured on both platforms; each cell is the mean over "
              "workloads (min-max of pairwise in brackets); both metrics are symmetric: A's "
-             "run times ranked by B's score as B's by A's", "",
-             "| platform A | platform B | workloads | schedules | "
+             "run times ranked by B's score as B's by A's; " + (
+                 f"scored on random subsets of {doc['query']} of a workload's shared "
+                 f"schedules (seeds {doc['seeds']}, mean over them), the size of the cost "
+                 "models' query sets" if doc.get("query")
+                 else "scored on all shared schedules of a workload"), "",
+             "| platform A | platform B | workloads | shared schedules | "
              "pairwise | top-5 recall |", "|---|---|---|---|---|---|"]
     for row in doc["rows"]:
         if row["pairwise"] is None:
@@ -119,8 +140,15 @@ def markdown(doc: dict) -> str:
     lines += ["", "Read: a cost model that knew every run time measured on the other platform "
               "would rank this well; measurement noise alone caps no split below these "
               "figures. Compare the cost models' pairwise accuracy on the same held-out "
-              "convolutions in `model-accuracy*.md`.", ""]
-    return "\n".join(lines)
+              "convolutions in `model-accuracy*.md`."]
+    if any(row["same_target"] for row in doc["rows"]):
+        lines += ["", "A row of one target twice (the split measured again on the same kind "
+                  "of CPU) is the measurement noise itself: each measurement's order scored "
+                  "against the other's, both noisy. A model that knew the noise-free run "
+                  "times would score above that figure against either measurement (it "
+                  "carries one measurement's noise, not two), so the figure is a lower "
+                  "bound on what noise leaves reachable, not the ceiling."]
+    return "\n".join(lines + [""])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -134,11 +162,14 @@ def main(argv: list[str] | None = None) -> None:
     loaded = {d: measured_times(os.path.join(d, args.split)) for d in data}
     rows = []
     for ref, other in itertools.combinations(data, 2):
-        row = agreement(loaded[ref][0], loaded[other][0], args.min_shared)
+        row = agreement(loaded[ref][0], loaded[other][0], args.min_shared, args.query,
+                        tuple(args.seeds))
         rows.append({"a": f"`{ref}` ({loaded[ref][1]})",
-                     "b": f"`{other}` ({loaded[other][1]})", **row})
+                     "b": f"`{other}` ({loaded[other][1]})",
+                     "same_target": loaded[ref][1] == loaded[other][1], **row})
     doc = {**provenance("ranking_ceiling.py"), "split": args.split,
-           "min_shared": args.min_shared, "rows": rows}
+           "min_shared": args.min_shared, "query": args.query,
+           "seeds": args.seeds if args.query else None, "rows": rows}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
 
 

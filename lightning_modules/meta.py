@@ -53,8 +53,9 @@ class MetaModule(pl.LightningModule):
                  platform: dict[str, Any] | None = None, alpha: float | None = None,
                  inner_steps: int | None = None) -> None:
         super().__init__()
+        adapt = adapt_settings(adapt, alpha, inner_steps).to_dict()  # what is saved
         self.save_hyperparameters(ignore=["alpha", "inner_steps"])
-        self.hparams.adapt = adapt_settings(adapt, alpha, inner_steps).to_dict()
+        self.hparams.adapt = adapt
         # the same construction as the tuner's checkpoint reader (metatune.checkpoint)
         self.net, self.inner = build(dict(self.hparams))
         if freeze_gcn:  # only the head's initial weights are meta-trained (DDP needs to know)

@@ -44,11 +44,17 @@ SLOT_INDEX = {key: i for i, key in enumerate(SLOTS)}
 CONTROL, METADATA, NESTING = 0, 1, 2
 
 
+#: Column of the loop context vector in a node's features; of ``present`` and ``merged``.
+_CTX, _PRESENT, _MERGED = _HEAD, 3, 4
+#: For nodes carry the first entries of the context vector (log extent, loop kind).
+_FOR_CONTEXT = 6
+
+
 def _head(kind: int, present: float, merged: float, stage: str | None, role: str | None,
           level: int | None) -> list[float]:
     row = [0.0] * _HEAD
     row[kind] = 1.0
-    row[3], row[4] = present, merged
+    row[_PRESENT], row[_MERGED] = present, merged
     if stage is not None:
         row[5 + STAGES.index(stage)] = 1.0
     if role is not None:
@@ -56,12 +62,6 @@ def _head(kind: int, present: float, merged: float, stage: str | None, role: str
     if level is not None:
         row[5 + len(STAGES) + len(ROLES) + level] = 1.0
     return row
-
-
-#: Column of the loop context vector in a node's features; of ``present`` and ``merged``.
-_CTX, _PRESENT, _MERGED = _HEAD, 3, 4
-#: For nodes carry the first entries of the context vector (log extent, loop kind).
-_FOR_CONTEXT = 6
 
 
 def _template() -> tuple[np.ndarray, np.ndarray, np.ndarray]:

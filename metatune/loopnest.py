@@ -289,6 +289,10 @@ def _log2(x: float) -> float:
 def _block_tables(blk: Block, loops: list[Loop]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per buffer slot of a block: strides and touched spans along its loop chain.
 
+    Vectorized over the chain's loops; each value is summed in the same order as a plain
+    Python sum over the buffer's dimensions and the index's variables would (no matrix
+    product), so the features come out the same to the last bit.
+
     Returns:
         Up to :data:`N_BUFFERS` pairs ``(steps, suffix_bytes)`` of ``len(blk.loops)``
         float arrays: ``steps[j]`` is the element stride of chain loop ``j`` in the buffer,
@@ -296,33 +300,31 @@ def _block_tables(blk: Block, loops: list[Loop]) -> list[tuple[np.ndarray, np.nd
         iterations, inner loops included).
     """
     chain_vars = [loops[k].var for k in blk.loops]
+    n = len(chain_vars)
     extents = np.array([loops[k].extent - 1 for k in blk.loops], dtype=np.float64)
-    block_vars = list(blk.bindings)
-    # [block var, chain position]: how far block var v moves per step of chain loop j
-    binding = np.array([[blk.bindings[v].get(var, 0.0) for var in chain_vars]
-                        for v in block_vars], dtype=np.float64).reshape(len(block_vars),
-                                                                         len(chain_vars))
-    position = {v: i for i, v in enumerate(block_vars)}
+    # per block var: how far it moves per step of each chain loop
+    binding = {v: np.array([coefs.get(var, 0.0) for var in chain_vars], dtype=np.float64)
+               for v, coefs in blk.bindings.items()}
     writes = [a for a in blk.accesses if a[0]]
     reads = sorted((a for a in blk.accesses if not a[0] and not any(
         w[1] == a[1] and w[2] == a[2] for w in writes)), key=lambda a: -math.prod(a[1]))
     tables = []
     for _, shape, index, nbytes in (writes[:1] + reads)[:N_BUFFERS]:
-        # [buffer dim, block var]: the access index's coefficients (other variables: 0)
-        access = np.zeros((len(shape), len(block_vars)))
-        for d, idx in enumerate(index):
+        coef = np.zeros((len(shape), n))  # [buffer dim, chain position]
+        for d, idx in enumerate(index[:len(shape)]):
             for v, c in idx.items():
-                if v in position:
-                    access[d, position[v]] += c
-        coef = access @ binding  # [dim, chain position]
-        strides = np.array([math.prod(shape[d + 1:]) for d in range(len(shape))],
-                           dtype=np.float64)
-        steps = strides @ coef
-        # spans grow from the innermost chain loop outwards, capped by the buffer's shape
-        widths = 1.0 + np.cumsum((np.abs(coef) * extents)[:, ::-1], axis=1)[:, ::-1]
-        suffix = nbytes * np.prod(np.minimum(widths, np.asarray(shape, dtype=np.float64)[:, None]),
-                                  axis=0)
-        tables.append((steps, suffix))
+                if v in binding:  # other variables do not move with the chain's loops
+                    coef[d] += c * binding[v]
+        steps = np.zeros(n)
+        for d in range(len(shape)):
+            steps += coef[d] * math.prod(shape[d + 1:])
+        # spans grow from the innermost chain loop outwards (a running sum from 1),
+        # capped by the buffer's shape
+        grow = np.abs(coef[:, ::-1]) * extents[::-1]
+        widths = np.cumsum(np.concatenate([np.ones((len(shape), 1)), grow], axis=1),
+                           axis=1)[:, :0:-1]
+        capped = np.minimum(widths, np.asarray(shape, dtype=np.float64)[:, None])
+        tables.append((steps, nbytes * np.prod(capped, axis=0)))
     return tables
 
 

@@ -83,6 +83,45 @@ def test_ranking_ceiling_scores_one_platforms_order_against_anothers():
     assert ranking_ceiling.agreement(ref, same, min_shared=4)["pairwise"] is None
 
 
+def test_ranking_ceiling_scores_query_sized_subsets_as_the_models_are_scored():
+    import ranking_ceiling
+
+    times = {f"t{i}": 1.0 + i for i in range(40)}
+    noisy = {t: s * (1.3 if i % 2 else 1.0) for i, (t, s) in enumerate(times.items())}
+    whole = ranking_ceiling.agreement({"w": times}, {"w": noisy}, min_shared=16)
+    subsets = ranking_ceiling.agreement({"w": times}, {"w": noisy}, 16, query=32,
+                                        seeds=(0, 1))
+    assert whole["shared_samples"] == subsets["shared_samples"] == 40
+    import numpy as np
+
+    from metatune.metrics import pairwise_accuracy
+    from tuner.app.accuracy import split_indices
+
+    truth = np.array([1.0 / s for s in times.values()])
+    guess = np.array([1.0 / s for s in noisy.values()])
+    picks = [split_indices(40, 0, 32, seed)[1] for seed in (0, 1)]  # the models' query sets
+    want = np.mean([pairwise_accuracy(guess[i], truth[i]) for i in picks])
+    assert subsets["pairwise"] == pytest.approx(want)
+    assert whole["pairwise"] == pytest.approx(pairwise_accuracy(guess, truth))
+    assert 0.5 < subsets["pairwise"] < 1.0
+
+
+def test_adaptation_fit_top_support_is_the_models_best_and_the_query_its_next(tiny_data):
+    import adaptation_fit
+    import numpy as np
+
+    from tuner.app.accuracy import load_eval_workloads
+    from tuner.models.cost_model import load_model
+
+    (w,) = load_eval_workloads(str(tiny_data / "ds" / "train"), ("super",), 6, limit=1)
+    model = load_model(None, graph="super", from_scratch=True)
+    rows = adaptation_fit.fit_rows(model, (0, 0.01, "head"), [w], [2], [0, 1], 3, "top")
+    assert len(rows) == 1  # deterministic: one draw whatever the seeds
+    assert rows[0]["query_before"] == rows[0]["query_after"]  # no step: nothing moves
+    support, query = adaptation_fit.top_split(np.array([0.1, 0.9, 0.5, 0.7, 0.5, 0.2]), 2, 3)
+    assert support.tolist() == [1, 3] and query.tolist() == [2, 4, 5]
+
+
 def test_ranking_ceiling_reads_a_shipped_split():
     import ranking_ceiling
 

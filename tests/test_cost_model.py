@@ -82,6 +82,7 @@ def test_shipped_checkpoint_loads_for_real_and_refuses_the_other_graph_mode():
 
 
 def test_the_tuner_loads_a_checkpoint_without_lightning():
+    import os
     import subprocess
     import sys
 
@@ -90,9 +91,39 @@ def test_the_tuner_loads_a_checkpoint_without_lightning():
     code = ("import sys; from tuner.models.cost_model import load_model; "
             f"m = load_model({default_checkpoint(graph='super')!r}, graph='super'); "
             "print(m.graph, any('lightning' in k for k in sys.modules))")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+                         check=True, cwd=repo).stdout.split()
     assert out == ["super", "False"]  # Lightning costs seconds of tune.py's start-up
+
+
+def test_an_old_checkpoints_adaptation_settings_are_read_as_before():
+    from metatune.checkpoint import build
+    from metatune.graph import NODE_FEATURES
+
+    net, inner = build({"in_features": NODE_FEATURES, "alpha": 0.1, "inner_steps": 3})
+    assert (inner.cfg.lr, inner.cfg.steps, inner.cfg.scope) == (0.1, 3, "head")
+    assert net.head[0].out_features == 64  # the shape's defaults where none was saved
+    from lightning_modules.meta import MetaModule
+
+    module = MetaModule(NODE_FEATURES, alpha=0.1, inner_steps=3)
+    assert module.hparams.adapt == inner.cfg.to_dict()  # saved normalized, as it adapts
+
+
+def test_checkpoint_with_unknown_settings_or_stray_weights_is_refused(tmp_path):
+    from metatune.config import default_checkpoint
+
+    blob = torch.load(default_checkpoint(graph="plain"), map_location="cpu", weights_only=True)
+    blob["hyper_parameters"]["adapt"]["warp"] = 9
+    odd = tmp_path / "odd.ckpt"
+    torch.save(blob, odd)
+    with pytest.raises(CheckpointError, match="settings this MetaTune does not understand"):
+        load_net(str(odd), graph="plain")
+    del blob["hyper_parameters"]["adapt"]["warp"]
+    blob["state_dict"]["extra.weight"] = torch.zeros(1)
+    torch.save(blob, odd)
+    with pytest.raises(CheckpointError, match="unexpected key.*extra.weight"):
+        load_net(str(odd), graph="plain")
 
 
 def test_checkpoint_with_weights_of_another_shape_is_refused(tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 
 import pytest
@@ -117,3 +119,68 @@ def test_every_training_kind_encodes_as_the_tuner_sees_it(kind, mode):
     g = encode(task.extracted.dispatched[0]["main"], mode)
     assert g.x.shape[1] == NODE_FEATURES and g.x.shape[0] > 1
     assert torch.isfinite(g.x).all()
+
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_golden.json")
+
+
+def golden_cases() -> dict:
+    """Functions whose graphs are pinned: every training kind's fused task as the tuner
+    extracts it, and random postprocessed candidates of a dense task (MetaSchedule's
+    design space, fixed seed)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.engine.targets import resolve_target
+    from tuner.engine.tasks import extract_tasks
+
+    target = resolve_target("llvm").target
+    cases = {}
+    for kind in KINDS:
+        task = extract_tasks(sample_workload(kind, random.Random(2)).relax_module(), target)[0]
+        cases[f"{kind}-task"] = task.extracted.dispatched[0]["main"]
+    dense = extract_tasks(sample_workload("dense", random.Random(2)).relax_module(), target)[0]
+    ctx = ms.TuneContext(mod=dense.extracted.dispatched[0], target=target,
+                         space_generator="post-order-apply", search_strategy="replay-trace",
+                         rand_state=0, num_threads=1)
+    ctx.pre_tuning(max_trials=6, num_trials_per_iter=6, design_spaces=ctx.generate_design_space(),
+                   database=ms.database.MemoryDatabase(), cost_model=None)
+    for i, cand in enumerate(ctx.generate_measure_candidates()):
+        cases[f"dense-candidate-{i}"] = cand.sch.mod["main"]
+    return cases
+
+
+def graph_stats(g) -> dict:
+    """What pins a graph: its shape, its edges exactly, and three sums of its features
+    (plain, squared, weighted by row and column, so that a moved value shows)."""
+    import hashlib
+
+    import numpy as np
+
+    x = g.x.double().numpy()
+    weights = np.outer(np.arange(1, x.shape[0] + 1), np.arange(1, x.shape[1] + 1))
+    edges = np.concatenate([g.edge_index.numpy().ravel(), g.edge_type.numpy()])
+    return {"shape": list(x.shape), "edges": hashlib.sha256(edges.astype("<i8").tobytes())
+            .hexdigest()[:16], "sum": float(x.sum()), "sum_sq": float((x * x).sum()),
+            "weighted": float((x * weights).sum())}
+
+
+def test_graphs_are_those_the_checkpoints_were_trained_on():
+    """The encoder's output is pinned (``graph_golden.json``, made by the encoder of
+    ``FEATURE_VERSION`` 1): a change to the graphs must come with a new feature version,
+    so that the checkpoints trained on the old ones are refused, not misread."""
+    from metatune.graph import FEATURE_VERSION
+
+    with open(GOLDEN, encoding="utf-8") as f:
+        golden = json.load(f)
+    assert golden["feature_version"] == FEATURE_VERSION, (
+        "FEATURE_VERSION changed: regenerate tests/graph_golden.json with the new encoder")
+    cases = golden_cases()
+    assert set(cases) == set(golden["graphs"])
+    for name, func in cases.items():
+        for mode in ("plain", "super"):
+            got, want = graph_stats(encode(func, mode)), golden["graphs"][name][mode]
+            assert got["shape"] == want["shape"] and got["edges"] == want["edges"], (name, mode)
+            for key in ("sum", "sum_sq", "weighted"):
+                assert got[key] == pytest.approx(want[key], rel=1e-6), (
+                    f"{name} ({mode}): the graph features changed; if on purpose, bump "
+                    "metatune.graph.FEATURE_VERSION and regenerate tests/graph_golden.json")

@@ -40,7 +40,8 @@ class TrainedModel:
     """A cost network and the adaptation it was meta-trained for.
 
     Attributes:
-        net: The :class:`metatune.model.MetaTuneNet` (eval mode, frozen).
+        net: The :class:`metatune.model.MetaTuneNet` (eval mode and frozen when loaded
+            from a checkpoint).
         inner: The :class:`metatune.maml.InnerLoop` (scope, steps, step sizes, loss).
         graph: The graph mode it was trained on.
     """
@@ -156,11 +157,11 @@ def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfi
     try:  # plain torch.load of the weights: Lightning stays out of the tuner's start-up
         net, inner, hparams = load_checkpoint(checkpoint)
     except CheckpointError as err:
-        raise CheckpointError(
-            f"cannot load cost-model checkpoint {checkpoint!r} ({err}); retrain it with "
-            "python train.py or start the model from scratch (metatune.from_scratch=true)"
-        ) from err
+        raise CheckpointError(f"{err}, or start the model from scratch "
+                              "(metatune.from_scratch=true)") from err
     check_compatible(checkpoint, hparams, graph or hparams.get("graph"))
+    for p in [*net.parameters(), *inner.parameters()]:
+        p.requires_grad_(False)  # adapted through fast weights, never trained in place
     return TrainedModel(net, inner, hparams["graph"], dict(hparams.get("platform") or {}))
 
 
