@@ -142,7 +142,8 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int,
             **({"layout": layout} if is_network_task(name) else {}),
             "curve": [[c["trial"], c["task_best_ms"]] for c in curves],
             # the model's accuracy on each batch before it was measured (tuner/app/rounds.py)
-            "batch_accuracy": [{k: r.get(k) for k in ("trial", "pairwise", "mse_d")}
+            "batch_accuracy": [{k: r.get(k) for k in ("trial", "pairwise", "mse_d",
+                                                      "novelty", "spread")}
                                for r in rounds],
             "cost_model": cfg.cost_model,
             "checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
@@ -190,22 +191,26 @@ def _over_base(runs: list[dict], configs: list[str], workloads: list[str],
     return best, overall, each
 
 
-def batch_pairwise(runs: list[dict], bounds: list[int]) -> dict[str, float | None]:
+def batch_pairwise(runs: list[dict], bounds: list[int],
+                   key: str = "pairwise") -> dict[str, float | None]:
     """Mean pairwise accuracy of the cost model on each batch before it was measured,
     over the rounds of ``runs`` that end in each budget range: does the model get better
     at ranking the task's candidates as it measures them (online adaptation in tuning)?
+    Or the mean of another per-round value (``key``: ``novelty``, ``spread``; see
+    :func:`tuner.app.rounds.batch_exploration`).
 
     Args:
-        runs: Runs with ``batch_accuracy`` rows (``trial``, ``pairwise``).
+        runs: Runs with ``batch_accuracy`` rows (``trial``, ``pairwise``, ...).
         bounds: Increasing trial counts, e.g. ``[32, 64, 128]``: ranges 1-32, 33-64, ...
+        key: The per-round value averaged.
 
     Returns:
         ``{"1-32": mean or None, "33-64": ..., ...}``.
     """
     out, low = {}, 0
     for high in bounds:
-        values = [row["pairwise"] for r in runs for row in r.get("batch_accuracy") or []
-                  if low < row["trial"] <= high and row.get("pairwise") is not None]
+        values = [row[key] for r in runs for row in r.get("batch_accuracy") or []
+                  if low < row["trial"] <= high and row.get(key) is not None]
         out[f"{low + 1}-{high}"] = sum(values) / len(values) if values else None
         low = high
     return out
@@ -231,9 +236,10 @@ def summarize(runs: list[dict], configs: list[str], at: tuple[int, ...] = (),
             "geomean_over_base_per_seed": each[config],
             "at_trials": {str(n): {"geomean_over_base": e[1][config],
                                    "per_seed": e[2][config]} for n, e in early.items()},
-            "batch_pairwise": batch_pairwise(
+            **{f"batch_{key}": batch_pairwise(
                 mine, sorted({*at, trials or max((r.get("trials") or 0 for r in mine),
-                                                 default=0)})),
+                                                 default=0)}), key)
+               for key in ("pairwise", "novelty", "spread")},
             "workloads_better": sum(x < 1.0 for x in ratios),
             "median_search_s": median([r["search_s"] for r in mine]),
             "median_tuning_s": median([r.get("tuning_seconds") for r in mine]),
@@ -337,6 +343,22 @@ def markdown(doc: dict) -> str:
         lines += [f"| {config} | "
                   + " | ".join(_num(s.get("batch_pairwise", {}).get(r)) for r in ranges)
                   + " |" for config, s in doc["summary"].items()]
+    ranges = {r: None for s in doc["summary"].values() for r in s.get("batch_novelty", {})
+              if s["batch_novelty"][r] is not None}
+    if ranges:
+        lines += ["", "## How far each batch lay from what the task had measured", "",
+                  "Distances between knob vectors (the BO search's, `tuner/search/knobs.py`; "
+                  "decisions scaled to about [0, 1]), mean over the rounds whose last trial "
+                  "falls in the range: novelty, from each batch candidate to its nearest "
+                  "earlier measurement of the task (small: the search stays where it has "
+                  "measured); spread, between two candidates of one batch.", "",
+                  "| configuration | " + " | ".join(f"novelty {r}" for r in ranges) + " | "
+                  + " | ".join(f"spread {r}" for r in ranges) + " |",
+                  "|---|" + "---|" * (2 * len(ranges))]
+        lines += [f"| {config} | "
+                  + " | ".join(_num(s.get("batch_novelty", {}).get(r)) for r in ranges) + " | "
+                  + " | ".join(_num(s.get("batch_spread", {}).get(r)) for r in ranges) + " |"
+                  for config, s in doc["summary"].items()]
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from metatune.errors import ConfigError
 from tuner.app.config import load_tune_config, preset_of
-from tuner.app.rounds import RoundClock, RoundMonitor, batch_accuracy
+from tuner.app.rounds import RoundClock, RoundMonitor, batch_accuracy, batch_exploration
 
 
 def test_batch_accuracy_perfect_and_reversed():
@@ -18,6 +18,16 @@ def test_batch_accuracy_perfect_and_reversed():
     good = batch_accuracy(target, secs, 1.0)
     assert good["mse"] == 0 and good["mse_d"] == 0 and good["pairwise"] == 1.0
     assert batch_accuracy(-target, secs, 1.0)["pairwise"] == 0.0
+
+
+def test_batch_exploration_measures_distances_in_knob_space():
+    before = np.array([[0.0, 0.0], [1.0, 0.0]])
+    batch = np.array([[0.0, 0.0], [1.0, 1.0]])
+    got = batch_exploration(batch, before)
+    assert got["novelty"] == 0.5  # one candidate measured already, one at distance 1
+    assert got["spread"] == np.sqrt(2.0)
+    assert batch_exploration(batch, np.zeros((0, 2))) == {"spread": np.sqrt(2.0)}
+    assert batch_exploration(batch[:1], before) == {"novelty": 0.0}
 
 
 def test_round_monitor_writes_rows_and_summary(tmp_path):

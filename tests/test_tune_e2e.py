@@ -119,6 +119,8 @@ def test_metatune_bo_tunes_resumes_and_reports_rounds(tmp_path):
     with open(os.path.join(tmp_path, "rounds.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     assert len(rows) == 3 and all(r["search_s"] >= 0 and r["update_s"] >= 0 for r in rows)
+    assert "novelty" not in rows[0] and rows[0]["spread"] > 0  # nothing measured before it
+    assert all(r["novelty"] >= 0 and r["spread"] > 0 for r in rows[1:])  # where it explored
     more = run_tune(load_tune_config(overrides=_small(tmp_path, "metatune", "bo", 40)))
     assert more["trials_run"] == 16
     keys = _trace_keys(_records(tmp_path))

@@ -1,5 +1,6 @@
-"""Per-round timings (search, measurement, model update) and the model's accuracy on each
-new batch before it was measured (paper Figure 9 and Table 4).
+"""Per-round timings (search, measurement, model update), the model's accuracy on each
+new batch before it was measured (paper Figure 9 and Table 4), and how far each batch
+lies from what the task had measured (the search's exploration, in knob space).
 
 A round of :class:`tuner.engine.scheduler.EagerGradientScheduler` is: the search strategy proposes
 a batch (``search``), the builder and runner measure it (``measure``), then the measure
@@ -27,6 +28,28 @@ from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
 ROUNDS_FILE = "rounds.jsonl"
+
+
+def batch_exploration(batch: np.ndarray, before: np.ndarray) -> dict[str, float]:
+    """How far a measured batch lies from what the task had measured, in knob space.
+
+    Args:
+        batch: Knob vectors of the batch (:class:`tuner.search.knobs.KnobSpace`), ``b x d``.
+        before: Knob vectors of the task's earlier measurements, ``n x d``.
+
+    Returns:
+        ``spread``: the mean distance between two candidates of the batch (``b >= 2``);
+        ``novelty``: the mean distance from a batch candidate to its nearest earlier
+        measurement (``n >= 1``): small when the search stays where it has measured.
+    """
+    out: dict[str, float] = {}
+    if len(batch) >= 2:
+        d = np.linalg.norm(batch[:, None, :] - batch[None, :, :], axis=-1)
+        out["spread"] = float(d[np.triu_indices(len(batch), 1)].mean())
+    if len(batch) and len(before):
+        d = np.linalg.norm(batch[:, None, :] - before[None, :, :], axis=-1)
+        out["novelty"] = float(d.min(axis=1).mean())
+    return out
 
 
 class RoundClock:
@@ -80,6 +103,21 @@ class BatchAccuracyCallback(PyMeasureCallback):
         self.clock = clock
         self.cost_model = cost_model
         self.best = best_seconds
+        self.knobs: dict[int, tuple] = {}  # task -> (KnobSpace, knob vectors measured)
+
+    def _exploration(self, task_id: int, measure_candidates) -> dict[str, float]:
+        """:func:`batch_exploration` of this batch against the task's earlier batches in
+        this run (then the batch joins them)."""
+        from tuner.search.knobs import KnobSpace
+
+        space, before = self.knobs.get(task_id) or (KnobSpace(), [])
+        batch = space.matrix(list(measure_candidates))
+        if before and len(batch):  # a new design space widens nothing: same dim
+            out = batch_exploration(batch, np.concatenate(before))
+        else:
+            out = batch_exploration(batch, np.zeros((0, space.dim)))
+        self.knobs[task_id] = (space, [*before, batch])
+        return out
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
               runner_results) -> None:
@@ -98,6 +136,10 @@ class BatchAccuracyCallback(PyMeasureCallback):
                 self.clock.accuracy = batch_accuracy(pred, [secs[i] for i in valid], best)
             except Exception as err:  # accuracy is a report, never a reason to stop tuning
                 logger.debug("batch accuracy skipped: %s", err)
+        try:
+            self.clock.accuracy.update(self._exploration(task_id, measure_candidates))
+        except Exception as err:  # a report too
+            logger.debug("batch exploration skipped: %s", err)
         self.clock.accuracy_seconds = time.perf_counter() - start
 
 
@@ -148,6 +190,9 @@ class RoundMonitor:
             for key in ("mse", "mse_d", "pairwise"):
                 if row.get(key) is not None:
                     self.writer.add_scalar(f"accuracy/{key}", row[key], self.trials)
+            for key in ("novelty", "spread"):
+                if row.get(key) is not None:
+                    self.writer.add_scalar(f"exploration/{key}", row[key], self.trials)
 
     def summary(self) -> dict:
         """Totals and medians over this run's rounds (for ``report.json``)."""
