@@ -280,6 +280,27 @@ def _at_cell(at: dict) -> str:
     return f"{_num(at['geomean_over_base'])} ({each}) | "
 
 
+def _by_range_section(doc: dict, heading: str, text: str,
+                      columns: list[tuple[str, str]]) -> list[str]:
+    """A page section tabling per-round means by trial range (:func:`batch_pairwise`),
+    one row per configuration, the ranges of each ``(summary key, label)`` column group
+    side by side; none when the first key has no value in any range."""
+    first = columns[0][0]
+    ranges = [r for r in dict.fromkeys(r for s in doc["summary"].values()
+                                       for r in s.get(first, {}))
+              if any(s.get(first, {}).get(r) is not None for s in doc["summary"].values())]
+    if not ranges:
+        return []
+    lines = ["", f"## {heading}", "", text, "",
+             "| configuration | " + " | ".join(f"{label} {r}" for _, label in columns
+                                               for r in ranges) + " |",
+             "|---|" + "---|" * (len(columns) * len(ranges))]
+    lines += [f"| {config} | " + " | ".join(_num(s.get(key, {}).get(r)) for key, _ in columns
+                                            for r in ranges) + " |"
+              for config, s in doc["summary"].items()]
+    return lines
+
+
 def markdown(doc: dict) -> str:
     configs = list(doc["summary"])
     workloads = list(doc["summary"][configs[0]]["median_best_ms"])
@@ -330,35 +351,19 @@ def markdown(doc: dict) -> str:
               "raised on every try (`The block no longer exists in the IRModule`, seen on "
               "a winograd workload); BO logs it and the run survives, but measures nothing "
               "for that task."]
-    ranges = {r: None for s in doc["summary"].values() for r in s.get("batch_pairwise", {})
-              if s["batch_pairwise"][r] is not None}
-    if ranges:
-        lines += ["", "## The cost model's ranking of each batch before it was measured", "",
-                  "Pairwise accuracy of the model's predictions of each measured batch "
-                  "against the run times then measured (higher is better; 0.5 is chance), "
-                  "mean over the rounds of every run whose last trial falls in the range: "
-                  "what the online updates teach the model about the task while tuning.", "",
-                  "| configuration | " + " | ".join(f"trials {r}" for r in ranges) + " |",
-                  "|---|" + "---|" * len(ranges)]
-        lines += [f"| {config} | "
-                  + " | ".join(_num(s.get("batch_pairwise", {}).get(r)) for r in ranges)
-                  + " |" for config, s in doc["summary"].items()]
-    ranges = {r: None for s in doc["summary"].values() for r in s.get("batch_novelty", {})
-              if s["batch_novelty"][r] is not None}
-    if ranges:
-        lines += ["", "## How far each batch lay from what the task had measured", "",
-                  "Distances between knob vectors (the BO search's, `tuner/search/knobs.py`; "
-                  "decisions scaled to about [0, 1]), mean over the rounds whose last trial "
-                  "falls in the range: novelty, from each batch candidate to its nearest "
-                  "earlier measurement of the task (small: the search stays where it has "
-                  "measured); spread, between two candidates of one batch.", "",
-                  "| configuration | " + " | ".join(f"novelty {r}" for r in ranges) + " | "
-                  + " | ".join(f"spread {r}" for r in ranges) + " |",
-                  "|---|" + "---|" * (2 * len(ranges))]
-        lines += [f"| {config} | "
-                  + " | ".join(_num(s.get("batch_novelty", {}).get(r)) for r in ranges) + " | "
-                  + " | ".join(_num(s.get("batch_spread", {}).get(r)) for r in ranges) + " |"
-                  for config, s in doc["summary"].items()]
+    lines += _by_range_section(
+        doc, "The cost model's ranking of each batch before it was measured",
+        "Pairwise accuracy of the model's predictions of each measured batch against the "
+        "run times then measured (higher is better; 0.5 is chance), mean over the rounds of "
+        "every run whose last trial falls in the range: what the online updates teach the "
+        "model about the task while tuning.", [("batch_pairwise", "trials")])
+    lines += _by_range_section(
+        doc, "How far each batch lay from what the task had measured",
+        "Distances between knob vectors (the BO search's, `tuner/search/knobs.py`; "
+        "decisions scaled to about [0, 1]), mean over the rounds whose last trial falls in "
+        "the range: novelty, from each batch candidate to its nearest earlier measurement "
+        "of the task (small: the search stays where it has measured); spread, between two "
+        "candidates of one batch.", [("batch_novelty", "novelty"), ("batch_spread", "spread")])
     return "\n".join(lines) + "\n"
 
 

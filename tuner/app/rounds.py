@@ -111,11 +111,8 @@ class BatchAccuracyCallback(PyMeasureCallback):
         from tuner.search.knobs import KnobSpace
 
         space, before = self.knobs.get(task_id) or (KnobSpace(), [])
-        batch = space.matrix(list(measure_candidates))
-        if before and len(batch):  # a new design space widens nothing: same dim
-            out = batch_exploration(batch, np.concatenate(before))
-        else:
-            out = batch_exploration(batch, np.zeros((0, space.dim)))
+        batch = space.matrix(list(measure_candidates))  # every vector has space.dim
+        out = batch_exploration(batch, np.concatenate([np.zeros((0, space.dim)), *before]))
         self.knobs[task_id] = (space, [*before, batch])
         return out
 
