@@ -122,6 +122,42 @@ def test_adaptation_fit_top_support_is_the_models_best_and_the_query_its_next(ti
     assert support.tolist() == [1, 3] and query.tolist() == [2, 4, 5]
 
 
+def test_residuals_split_noise_from_what_neighbours_teach():
+    import numpy as np
+    import residuals
+
+    rng = np.random.default_rng(0)
+    knobs = rng.normal(size=(60, 3))
+    smooth = np.sin(2 * knobs[:, 0])  # what the model misses: smooth in the knob space
+    truth = knobs[:, 1] + smooth
+    noise = 0.05
+    secs1, secs2 = (np.exp(-(truth + noise * rng.normal(size=60))) for _ in range(2))
+    row = residuals.decompose(knobs[:, 1], secs1, secs2, {"knobs": knobs}, m=3)
+    assert row["pairwise_noise"] > 0.9 > row["pairwise_model"]
+    assert row["residual_systematic"] > 0.8  # the residual repeats: it is not noise
+    assert row["nn_knobs"] > 0.5 and row["nn_ridge_knobs"] < row["nn_knobs"]  # not linear
+    assert row["pairwise_nn_knobs"] > row["pairwise_base_knobs"] + 0.03
+    # a residual that is pure noise repeats in neither measurement nor in any neighbour
+    flat = residuals.decompose(truth, np.exp(-(truth + rng.normal(size=60))),
+                               np.exp(-(truth + rng.normal(size=60))), {"knobs": knobs}, m=3)
+    assert abs(flat["residual_systematic"]) < 0.3 and abs(flat["nn_knobs"]) < 0.3
+
+
+def test_ridge_leave_one_out_is_the_fit_without_the_row():
+    import numpy as np
+    import residuals
+
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(12, 2)), rng.normal(size=12)
+    loo = residuals.ridge_loo(x, y, 3.0)
+    xi = np.hstack([x, np.ones((12, 1))])
+    pen = 3.0 * np.eye(3)
+    pen[-1, -1] = 0.0
+    keep = np.arange(12) != 4
+    w = np.linalg.solve(xi[keep].T @ xi[keep] + pen, xi[keep].T @ y[keep])
+    assert loo[4] == pytest.approx(xi[4] @ w)
+
+
 def test_ranking_ceiling_reads_a_shipped_split():
     import ranking_ceiling
 
