@@ -50,14 +50,16 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=os.path.relpath(DEFAULT_DATA_DIR, REPO),
                    help="dataset (train/, heldout/ and their -nhwc twins)")
     p.add_argument("--split", default="heldout",
-                   choices=("heldout", "heldout-nhwc", "val", "train-networks"),
+                   choices=("heldout", "heldout-nhwc", "val", "train-networks",
+                            "train-networks-nhwc"),
                    help="heldout: the network convolutions (report on these); heldout-nhwc: "
                         "the same as tune.py extracts them in NHWC, its default layout; val: the "
                         "checkpoints' validation workloads of the training split (choose "
                         "settings on these, never on the held-out ones; with --no-xgb); "
                         "train-networks: with --networks, those networks' convs of the other "
                         "networks' split, left out of training (train.py "
-                        "data.leave_out_networks=[...]) to choose training data on")
+                        "data.leave_out_networks=[...]) to choose training data on; "
+                        "train-networks-nhwc: the same in NHWC")
     p.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
@@ -113,9 +115,10 @@ def _markdown(doc: dict) -> str:
                 if split == "heldout-nhwc" else "")
              + "; never trained on)"
              if split.startswith("heldout") else
-             f"{doc['workloads']} conv tasks of {nets} in the other networks' split "
-             "(left out of training: a validation fold, used to choose training data)"
-             if split == "train-networks" else
+             f"{doc['workloads']} conv tasks of {nets} in the other networks' split"
+             + (" in NHWC" if split == "train-networks-nhwc" else "")
+             + " (left out of training: a validation fold, used to choose training data)"
+             if split.startswith("train-networks") else
              f"{doc['workloads']} validation workloads of the training split (the "
              "checkpoints'; not trained on, used to choose settings)")
     lines = [f"# {doc['title']}", "",
@@ -286,8 +289,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         ["metatune-super", default_checkpoint(dataset, graph="super")],
         ["metatune-plain", default_checkpoint(dataset, graph="plain")]]
     val = args.split == "val"
-    if args.split == "train-networks" and not (args.networks and args.no_xgb):
-        raise SystemExit("--split train-networks: name the networks the checkpoints left out "
+    if args.split.startswith("train-networks") and not (args.networks and args.no_xgb):
+        raise SystemExit(f"--split {args.split}: name the networks the checkpoints left out "
                          "(--networks ...; train.py data.leave_out_networks=[...]) and pass "
                          "--no-xgb (xgb-Xfer's base model is not trained without them)")
     if val and not args.no_xgb:
