@@ -14,15 +14,20 @@ same schedules; ``bench/ranking_ceiling.py`` scores the two measurements' agreem
 - **residuals**: per workload, the measured throughput and the model's score as normal
   scores (ranks mapped to a standard normal), the residual of a measurement the part the
   model's score does not explain (``z_measured - r * z_model``). How much of it repeats in
-  the other measurement (their correlation: the systematic share, the rest is noise), and
-  how much the residuals of a candidate's nearest neighbours predict (in the tuner's knob
-  space and in the model's graph embedding; the neighbours' residuals from one
-  measurement, the candidate's from the other, so that no noise is shared). A local learner
-  fitted on the task's measurements can at most learn the neighbour-predictable part;
-- **the ceiling of such a correction**: the model's score plus its neighbours' mean
-  residual (measurement 1, every other candidate of the workload: more than the k = 64 of
-  issue 13; scaled by its regression slope on measurement 1's residuals, 0 when
-  negative), scored against measurement 2.
+  the other measurement (their correlation: the systematic share, the rest is noise or
+  varies between the two sittings), and how much of it four simple learners predict from
+  the task's other schedules: the mean residual of a schedule's nearest neighbours (in the
+  tuner's knob space, and in the model's graph embedding) and a ridge regression (over the
+  knob vectors, and over the embedding: the kind of correction the adapted linear head
+  makes), each fitted on one measurement's residuals and compared with the other's, so
+  that no noise is shared;
+- **what their correction gives**: the measurement regressed on the model's score and the
+  learner's guess (fitted on one measurement, the guess from every other schedule of the
+  workload: usually more than the k = 64 of issue 13), its ranking scored against the
+  other measurement; both directions averaged.
+
+These are particular learners: what they miss a better one might find, so their gain is
+a lower bound on what the task's measurements can teach, not a ceiling.
 
 Nothing is measured; the run times are the datasets' own. It reads what the +0.05 asks of
 the model, not a setting to choose.
@@ -67,7 +72,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-RIDGE_PENALTY = 100.0  #: the penalty of ``bench/model_accuracy.py --ridge``'s best setting
+RIDGE_PENALTY = 100.0  #: the ridge penalty (normal scores, standardized features; not tuned)
 
 
 def normal_scores(x: np.ndarray) -> np.ndarray:
@@ -119,7 +124,7 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
-              spaces: dict[str, np.ndarray], m: int) -> dict:
+              spaces: dict[str, np.ndarray], m: int) -> dict | None:
     """One workload's decomposition (module docstring).
 
     Args:
@@ -129,36 +134,50 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
         m: Neighbours per candidate.
 
     Returns:
-        The workload's figures (pairwise, Spearman, residual shares, neighbour
-        correlations and the corrected ranking's pairwise accuracy, per space).
+        The workload's figures (pairwise, Spearman, residual shares, the learners'
+        correlations with the residual and the corrected ranking's pairwise accuracy, each
+        the mean of both directions: fitted on one measurement, scored on the other), or
+        ``None`` when the model scores every candidate alike or a measurement ranks
+        nothing (nothing to decompose).
     """
     from metatune.metrics import pairwise_accuracy
 
-    y1, y2 = 1.0 / secs1, 1.0 / secs2
-    zp, z1, z2 = normal_scores(prior), normal_scores(y1), normal_scores(y2)
-    r12 = float(stats.spearmanr(y1, y2)[0])
-    r1, r2 = float(stats.spearmanr(prior, y1)[0]), float(stats.spearmanr(prior, y2)[0])
-    e1, e2 = z1 - _corr(z1, zp) * zp, z2 - _corr(z2, zp) * zp
+    y = (1.0 / secs1, 1.0 / secs2)
+    if min(np.std(prior), np.std(y[0]), np.std(y[1])) < 1e-12:
+        return None
+    zp = normal_scores(prior)
+    z = tuple(normal_scores(v) for v in y)
+    e = tuple(zi - _corr(zi, zp) * zp for zi in z)
+    r12 = float(stats.spearmanr(y[0], y[1])[0])
+    r_model = 0.5 * sum(float(stats.spearmanr(prior, v)[0]) for v in y)
+    upper = np.triu_indices(len(prior), 1)
     row = {"n": len(prior),
-           "pairwise_noise": pairwise_accuracy(y2, y1),
-           "pairwise_model": 0.5 * (pairwise_accuracy(prior, y1) + pairwise_accuracy(prior, y2)),
-           "spearman_noise": r12, "spearman_model": 0.5 * (r1 + r2),
-           "spearman_model_truth": (0.5 * (r1 + r2) / np.sqrt(r12)) if r12 > 0 else float("nan"),
-           "residual_systematic": _corr(e1, e2),
-           "residual_share": float(0.5 * (e1.var() + e2.var()))}
-    learners = {name: (lambda x=x: neighbour_means(x, e1, m)) for name, x in spaces.items()}
+           "tied_pairs": float(np.mean((prior[:, None] == prior[None, :])[upper])),
+           "pairwise_noise": pairwise_accuracy(y[1], y[0]),
+           "pairwise_model": 0.5 * sum(pairwise_accuracy(prior, v) for v in y),
+           "spearman_noise": r12, "spearman_model": r_model,
+           "spearman_model_truth": r_model / np.sqrt(r12) if r12 > 0 else float("nan"),
+           "residual_systematic": _corr(e[0], e[1]),
+           "residual_share": float(np.mean([ei.var() / zi.var() for ei, zi in zip(e, z)]))}
+    learners = {name: (lambda v, x=x: neighbour_means(x, v, m)) for name, x in spaces.items()}
     for name in ("knobs", "embed"):  # ridge over the embedding: a linear head's fit
         if name in spaces:
-            learners[f"ridge_{name}"] = lambda x=spaces[name]: ridge_loo(x, e1, RIDGE_PENALTY)
+            learners[f"ridge_{name}"] = (lambda v, x=spaces[name]:
+                                         ridge_loo(x, v, RIDGE_PENALTY))
     for name, learn in learners.items():
-        nn1 = learn()
-        row[f"nn_{name}"] = _corr(nn1, e2)
-        # measurement 1's neighbours, shrunk by their regression on measurement 1's own
-        # residuals (a candidate's noise is not its neighbours'), scored on measurement 2
-        slope = float(np.dot(nn1, e1) / max(np.dot(nn1, nn1), 1e-12))
-        corrected = zp + max(slope, 0.0) * nn1
-        row[f"pairwise_nn_{name}"] = pairwise_accuracy(corrected, y2)
-        row[f"pairwise_base_{name}"] = pairwise_accuracy(zp, y2)
+        corr, fixed, base = [], [], []
+        for a, b in ((0, 1), (1, 0)):  # fitted on measurement a, scored on measurement b
+            guess = learn(e[a])  # each candidate's residual predicted from the others'
+            corr.append(_corr(guess, e[b]))
+            # z_a regressed on the model's score and the learner's guess (measurement a
+            # only: a candidate's noise is in its own z_a, not in the others' guess)
+            coef = np.linalg.lstsq(np.stack([zp, guess], 1), z[a], rcond=None)[0]
+            corrected = coef[0] * zp + max(coef[1], 0.0) * guess
+            fixed.append(pairwise_accuracy(corrected, y[b]))
+            base.append(pairwise_accuracy(zp, y[b]))
+        row[f"nn_{name}"] = float(np.mean(corr))
+        row[f"pairwise_nn_{name}"] = float(np.mean(fixed))
+        row[f"pairwise_base_{name}"] = float(np.mean(base))
     return row
 
 
@@ -200,20 +219,25 @@ def markdown(doc: dict) -> str:
              "k = 0); data: `" + doc["data"] + "` and its repeat `" + doc["repeat"] +
              f"` (split `{doc['split']}`; the same schedules measured twice on the same kind "
              f"of machine): {doc['workloads']} workloads, {doc['samples']} schedules measured "
-             f"twice; {doc['neighbours']} nearest neighbours; {doc['seconds']:.0f} s", "",
+             f"twice ({doc['per_workload']} per workload); {doc['neighbours']} nearest "
+             f"neighbours; {doc['seconds']:.0f} s"
+             + (f"; skipped: {', '.join(doc['skipped'])}" if doc.get("skipped") else ""), "",
              "Means over the workloads, each scored on all its schedules measured twice "
              "(not on query subsets, so the figures are close to but not those of "
-             "`model-accuracy*.md`):", "",
+             "`model-accuracy*.md`); where two measurements enter, the mean of both "
+             "directions:", "",
              "| figure | value |", "|---|---|",
              f"| pairwise, measurement 1 against 2 (noise) | {s['pairwise_noise']:.3f} |",
              f"| pairwise, model against a measurement | {s['pairwise_model']:.3f} |",
+             f"| pairs the model scores alike (counted wrong by pairwise accuracy) | "
+             f"{s['tied_pairs']:.4f} |",
              f"| Spearman, measurement 1 against 2 (its reliability) | "
              f"{s['spearman_noise']:.3f} |",
              f"| Spearman, model against a measurement | {s['spearman_model']:.3f} |",
              f"| Spearman, model against the noise-free run times (corrected for "
              f"attenuation) | {s['spearman_model_truth']:.3f} |",
-             f"| residual variance (normal scores; 1 = the model explains nothing) | "
-             f"{s['residual_share']:.3f} |",
+             f"| residual variance over the measurement's (normal scores; 1: the model "
+             f"explains nothing) | {s['residual_share']:.3f} |",
              f"| share of the residual that repeats in the other measurement (systematic) | "
              f"{s['residual_systematic']:.3f} |"]
     m = doc["neighbours"]
@@ -225,14 +249,16 @@ def markdown(doc: dict) -> str:
         if f"nn_{space}" not in s:
             continue
         lines += [
-            f"| correlation of a candidate's residual with the others' ({said}) | "
+            f"| correlation of a schedule's residual with the guess from the others' ({said}) | "
             f"{s['nn_' + space]:.3f} |",
-            f"| pairwise, model + that correction, against measurement 2 | "
+            f"| pairwise, model and that guess, against the other measurement | "
             f"{s['pairwise_nn_' + space]:.3f} (model alone {s['pairwise_base_' + space]:.3f}) |"]
-    lines += ["", "Read: the systematic share is what a perfect learner could still correct; "
-              "the neighbour correlation is what a learner that generalizes from similar "
-              "schedules of the same task can correct; the last rows are that correction "
-              "with every other schedule of the task measured (more than issue 13's 64)."]
+    lines += ["", "Read: the systematic share is what a model that knew the noise-free run "
+              "times would still correct; the correlations and the last rows are what these "
+              "four learners recover of it from the task's other schedules, all of them "
+              "measured (more than issue 13's 64 for most workloads). They are particular "
+              "learners: a lower bound on what the task's measurements can teach, not a "
+              "ceiling."]
     return "\n".join(lines + [""])
 
 
@@ -255,24 +281,32 @@ def main(argv: list[str] | None = None) -> None:
     traces = ordered_traces(split_dir)
     again = repeat_times(os.path.join(args.repeat, args.split), {w.name for w in workloads})
     method = MetaTuneMethod(model)
-    rows = []
+    rows, skipped = [], []
     for w in workloads:
         listed = traces.get(w.name, [])
         if [s for _, s in listed] != list(w.seconds):  # a record that did not replay
             logging.warning("%s: records and replayed candidates differ: skipped", w.name)
+            skipped.append(w.name)
             continue
         keep = np.array([i for i, (t, _) in enumerate(listed) if t in again.get(w.name, {})])
         if len(keep) < args.min_shared:
             logging.warning("%s: %d schedules measured twice: skipped", w.name, len(keep))
+            skipped.append(w.name)
             continue
         everything = np.arange(len(w.seconds))
         prior = method.adapted_scores(w, everything[:0], everything)[1][keep]
         secs2 = np.array([again[w.name][listed[i][0]] for i in keep])
-        spaces = {"knobs": feature_matrix(w, "knobs")[keep],
-                  "embed": feature_matrix(w, "embed", method)[keep]}
+        spaces = {"knobs": feature_matrix(w, "knobs")[keep]}
+        if model.inner.head_only:  # the embedding the adapted head sees
+            spaces["embed"] = feature_matrix(w, "embed", method)[keep]
         spaces = {k: (x - x.mean(0)) / np.maximum(x.std(0), 1e-9) for k, x in spaces.items()}
-        rows.append({"workload": w.name, **decompose(prior, w.seconds[keep], secs2, spaces,
-                                                     args.neighbours)})
+        row = decompose(prior, w.seconds[keep], secs2, spaces, args.neighbours)
+        if row is None:
+            logging.warning("%s: the model scores every schedule alike, or a measurement "
+                            "ranks none: skipped", w.name)
+            skipped.append(w.name)
+            continue
+        rows.append({"workload": w.name, **row})
     if not rows:
         raise SystemExit(f"no workload of {split_dir} has {args.min_shared} schedules in "
                          f"{args.repeat}: measure the split again there "
@@ -282,6 +316,8 @@ def main(argv: list[str] | None = None) -> None:
                     "structure",
            "model": args.model, "data": args.data, "repeat": args.repeat, "split": args.split,
            "workloads": len(rows), "samples": int(sum(r["n"] for r in rows)),
+           "per_workload": f"{min(r['n'] for r in rows)}-{max(r['n'] for r in rows)}",
+           "skipped": skipped,
            "neighbours": args.neighbours, "seconds": time.perf_counter() - start,
            "summary": summarize(rows),
            "rows": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}

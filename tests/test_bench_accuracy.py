@@ -127,20 +127,25 @@ def test_residuals_split_noise_from_what_neighbours_teach():
     import residuals
 
     rng = np.random.default_rng(0)
-    knobs = rng.normal(size=(60, 3))
+    n = 200
+    knobs = rng.normal(size=(n, 3))
     smooth = np.sin(2 * knobs[:, 0])  # what the model misses: smooth in the knob space
     truth = knobs[:, 1] + smooth
-    noise = 0.05
-    secs1, secs2 = (np.exp(-(truth + noise * rng.normal(size=60))) for _ in range(2))
+    secs1, secs2 = (np.exp(-(truth + 0.05 * rng.normal(size=n))) for _ in range(2))
     row = residuals.decompose(knobs[:, 1], secs1, secs2, {"knobs": knobs}, m=3)
     assert row["pairwise_noise"] > 0.9 > row["pairwise_model"]
+    assert row["tied_pairs"] == 0.0
     assert row["residual_systematic"] > 0.8  # the residual repeats: it is not noise
     assert row["nn_knobs"] > 0.5 and row["nn_ridge_knobs"] < row["nn_knobs"]  # not linear
     assert row["pairwise_nn_knobs"] > row["pairwise_base_knobs"] + 0.03
     # a residual that is pure noise repeats in neither measurement nor in any neighbour
-    flat = residuals.decompose(truth, np.exp(-(truth + rng.normal(size=60))),
-                               np.exp(-(truth + rng.normal(size=60))), {"knobs": knobs}, m=3)
-    assert abs(flat["residual_systematic"]) < 0.3 and abs(flat["nn_knobs"]) < 0.3
+    gauss = rng.normal(size=n)  # normal, so its normal scores are linear in it
+    flat = residuals.decompose(gauss, np.exp(-(gauss + rng.normal(size=n))),
+                               np.exp(-(gauss + rng.normal(size=n))), {"knobs": knobs}, m=3)
+    assert abs(flat["residual_systematic"]) < 0.2 and abs(flat["nn_knobs"]) < 0.2
+    assert flat["spearman_model_truth"] > 0.9  # the model is the truth: the noise corrected
+    # a model that scores every schedule alike leaves nothing to decompose
+    assert residuals.decompose(np.ones(n), secs1, secs2, {"knobs": knobs}, m=3) is None
 
 
 def test_ridge_leave_one_out_is_the_fit_without_the_row():
