@@ -82,7 +82,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--query", type=int, default=32, help="query candidates per workload")
     p.add_argument("--limit", type=int, default=None, help="first N held-out workloads only")
     p.add_argument("--networks", nargs="+", default=None, metavar="NETWORK",
-                   help="score only these networks' held-out convs (meta.json's networks)")
+                   help="score only these networks' convs of the split (meta.json's networks)")
     p.add_argument("--adapt-steps", type=int, default=None,
                    help="override every checkpoint's adaptation steps")
     p.add_argument("--adapt-lr", type=float, default=None,

@@ -77,20 +77,23 @@ class DataConfig:
 class PretrainConfig:
     """Supervised pre-training (0 epochs: none): ``loss`` one of
     :data:`metatune.maml.LOSSES` (a ranking part compares the graphs of one workload, so it
-    needs ``per_workload``: batches of that many graphs per workload)."""
+    needs ``per_workload``: batches of that many graphs per workload); ``top_weight``
+    weights the MSE part towards the good candidates (:func:`metatune.maml.top_weighted_mse`;
+    0: plain MSE, the default)."""
 
     epochs: int = 10
     lr: float = 1e-3
     weight_decay: float = 0.0
     loss: str = "mse"
     per_workload: int = 0
+    top_weight: float = 0.0
 
     def __post_init__(self) -> None:
         """Check the epochs and the loss.
 
         Raises:
-            ConfigError: ``epochs`` or ``per_workload`` negative, an unknown loss, or a
-                ranking loss without ``per_workload``.
+            ConfigError: ``epochs`` or ``per_workload`` negative, an unknown loss, a
+                ranking loss without ``per_workload``, or a negative ``top_weight``.
         """
         from metatune.maml import LOSSES
 
@@ -98,6 +101,9 @@ class PretrainConfig:
         _check_count("pretrain.per_workload", self.per_workload, zero=True)
         if self.loss not in LOSSES:
             raise ConfigError(f"pretrain.loss={self.loss!r}: choose one of {', '.join(LOSSES)}")
+        if self.top_weight < 0:
+            raise ConfigError(f"pretrain.top_weight={self.top_weight}: a weight >= 0 "
+                              "(0: plain MSE)")
         if self.loss != "mse" and not self.per_workload:
             raise ConfigError(f"pretrain.loss={self.loss}: a ranking loss compares graphs of "
                               "one workload; set pretrain.per_workload (e.g. 16)")
@@ -251,7 +257,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
                   enable_checkpointing=False, deterministic=False)
 
     pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay,
-                         loss=cfg.pretrain.loss)
+                         loss=cfg.pretrain.loss, top_weight=cfg.pretrain.top_weight)
     pre.net.set_normalization(mean, std)
     if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
         pre.net.load_state_dict(_pretrained_state(cfg.pretrained, cfg.graph, shape))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytorch_lightning as pl
 import torch
-from torch import nn
 
-from metatune.maml import task_loss
+from metatune.maml import task_loss, top_weighted_mse
 from metatune.model import MetaTuneNet
 
 
@@ -22,11 +21,13 @@ class PretrainModule(pl.LightningModule):
             ``list``, that ranking loss over each workload's graphs in the batch (graphs
             carry their workload in ``wid``; batch them with
             :class:`datamodules.graphs.WorkloadBatchSampler`), averaged over workloads.
+        top_weight: The MSE part weighted towards the good candidates
+            (:func:`metatune.maml.top_weighted_mse`; 0: plain MSE).
     """
 
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
                  head_hidden: int = 64, lr: float = 1e-3, weight_decay: float = 0.0,
-                 loss: str = "mse") -> None:
+                 loss: str = "mse", top_weight: float = 0.0) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)
@@ -35,7 +36,8 @@ class PretrainModule(pl.LightningModule):
         pred = self.net(batch.x, batch.edge_index, batch.batch)
         y = batch.y.view(-1)
         kind = self.hparams.loss
-        loss = nn.functional.mse_loss(pred, y) if "mse" in kind else pred.sum() * 0.0
+        loss = (top_weighted_mse(pred, y, self.hparams.top_weight) if "mse" in kind
+                else pred.sum() * 0.0)
         ranking = kind.replace("mse", "").strip("+")
         if ranking:
             groups = [batch.wid == w for w in torch.unique(batch.wid)]

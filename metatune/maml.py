@@ -122,6 +122,23 @@ def listwise_loss(pred: Tensor, target: Tensor,
     return cross - entropy
 
 
+def top_weighted_mse(pred: Tensor, target: Tensor, top_weight: float) -> Tensor:
+    """MSE with each sample weighted by ``1 + top_weight * target``: the good candidates
+    (relative throughput near 1), whose error MSE(D) scores and the search acts on, count
+    up to ``1 + top_weight`` times a poor one's; ``top_weight = 0`` is plain MSE.
+
+    Args:
+        pred: An ``n`` tensor of predictions.
+        target: An ``n`` tensor of targets (relative throughput, higher is better).
+        top_weight: The extra weight of a target of 1 (>= 0).
+
+    Returns:
+        The weighted mean of the squared errors (weights normalized to mean 1).
+    """
+    weight = 1.0 + top_weight * target.clamp(min=0.0)
+    return (weight * (pred - target) ** 2).sum() / weight.sum()
+
+
 def task_loss(pred: Tensor, target: Tensor, kind: str) -> Tensor:
     """The adaptation loss of one task, ``kind`` one of :data:`LOSSES`."""
     mse = nn.functional.mse_loss(pred, target) if "mse" in kind else 0.0

@@ -95,6 +95,19 @@ def test_rank_loss_counts_only_ordered_pairs():
     assert pairwise_rank_loss(torch.zeros(3), torch.ones(3)) == 0.0  # all tie: no pairs
 
 
+def test_top_weighted_mse_counts_the_good_candidates_more():
+    from metatune.maml import top_weighted_mse
+
+    target = torch.tensor([1.0, 0.2])
+    off_best = torch.tensor([0.5, 0.2])  # the same error, on the best or on a poor one
+    off_poor = torch.tensor([1.0, -0.3])
+    plain = float(torch.nn.functional.mse_loss(off_best, target))
+    assert float(top_weighted_mse(off_best, target, 0.0)) == pytest.approx(plain)
+    assert float(top_weighted_mse(off_poor, target, 0.0)) == pytest.approx(plain)
+    assert top_weighted_mse(off_best, target, 4.0) > top_weighted_mse(off_poor, target, 4.0)
+    assert top_weighted_mse(target, target, 4.0) == 0.0
+
+
 def test_listwise_loss_is_zero_at_the_targets_and_favours_the_right_best():
     from metatune.maml import listwise_loss
 

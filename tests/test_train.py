@@ -110,7 +110,7 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     ("meta.nope=1", "nope"), ("graph=fancy", "super or plain"), ("meta.shots=0", "positive"),
     ("pretrain.lr=fast", "lr"), ("meta.targets=best", "workload, support"),
     ("data.splits=[train,heldout]", "evaluation only"), ("data.splits=[]", "training splits"),
-    ("meta.zero_shot_weight=-1", "zero_shot_weight"),
+    ("meta.zero_shot_weight=-1", "zero_shot_weight"), ("pretrain.top_weight=-1", "top_weight"),
 ])
 def test_bad_config(override, message):
     with pytest.raises(ConfigError, match=message):
