@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -57,6 +58,17 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def valid_records(split_dir: str) -> Iterator[tuple[str, str, float]]:
+    """A split's valid records in file order (the order
+    :func:`metatune.dataset.iter_replayed` replays them), as ``(workload name, trace JSON,
+    mean seconds)``; records of a workload ``meta.json`` does not list are skipped."""
+    names = [info["name"] if info else None for info, _ in workload_entries(split_dir)]
+    for rec in iter_records(split_dir):
+        name = names[rec.workload] if rec.workload < len(names) else None
+        if rec.valid and name is not None:
+            yield name, json.dumps(rec.trace, sort_keys=True), rec.mean_seconds
+
+
 def measured_times(split_dir: str) -> tuple[dict[str, dict[str, float]], str]:
     """Every valid record's mean run time, by workload name and trace.
 
@@ -68,12 +80,9 @@ def measured_times(split_dir: str) -> tuple[dict[str, dict[str, float]], str]:
     """
     with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
-    names = [info["name"] if info else None for info, _ in workload_entries(split_dir)]
     times: dict[str, dict[str, float]] = {}
-    for rec in iter_records(split_dir):
-        name = names[rec.workload] if rec.workload < len(names) else None
-        if rec.valid and name is not None:
-            times.setdefault(name, {})[json.dumps(rec.trace, sort_keys=True)] = rec.mean_seconds
+    for name, trace, seconds in valid_records(split_dir):
+        times.setdefault(name, {})[trace] = seconds
     return times, meta.get("target_description", os.path.basename(os.path.dirname(split_dir)))
 
 

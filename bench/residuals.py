@@ -41,7 +41,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -192,16 +191,11 @@ def repeat_times(split_dir: str, names: set[str]) -> dict[str, dict[str, float]]
 def ordered_traces(split_dir: str) -> dict[str, list[tuple[str, float]]]:
     """Each workload's valid records as ``(trace JSON, seconds)`` in file order: the order
     :func:`metatune.dataset.iter_replayed` (so the accuracy's workloads) lists them."""
-    from metatune.dataset import workload_entries
-    from metatune.records import iter_records
+    from ranking_ceiling import valid_records
 
-    names = [info["name"] if info else None for info, _ in workload_entries(split_dir)]
     out: dict[str, list[tuple[str, float]]] = {}
-    for rec in iter_records(split_dir):
-        name = names[rec.workload] if rec.workload < len(names) else None
-        if rec.valid and name is not None:
-            out.setdefault(name, []).append((json.dumps(rec.trace, sort_keys=True),
-                                             rec.mean_seconds))
+    for name, trace, seconds in valid_records(split_dir):
+        out.setdefault(name, []).append((trace, seconds))
     return out
 
 
@@ -268,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from model_accuracy import data_target
 
-    from tuner.app.accuracy import MetaTuneMethod, feature_matrix, load_eval_workloads
+    from tuner.app.accuracy import (MetaTuneMethod, _standardized, feature_matrix,
+                                    load_eval_workloads)
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
     from tuner.models.cost_model import load_model
@@ -299,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         spaces = {"knobs": feature_matrix(w, "knobs")[keep]}
         if model.inner.head_only:  # the embedding the adapted head sees
             spaces["embed"] = feature_matrix(w, "embed", method)[keep]
-        spaces = {k: (x - x.mean(0)) / np.maximum(x.std(0), 1e-9) for k, x in spaces.items()}
+        spaces = {k: _standardized(x) for k, x in spaces.items()}  # over the kept ones
         row = decompose(prior, w.seconds[keep], secs2, spaces, args.neighbours)
         if row is None:
             logging.warning("%s: the model scores every schedule alike, or a measurement "

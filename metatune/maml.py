@@ -135,6 +135,8 @@ def top_weighted_mse(pred: Tensor, target: Tensor, top_weight: float) -> Tensor:
     Returns:
         The weighted mean of the squared errors (weights normalized to mean 1).
     """
+    if not top_weight:  # plain MSE, computed as before the weight existed
+        return nn.functional.mse_loss(pred, target)
     weight = 1.0 + top_weight * target.clamp(min=0.0)
     return (weight * (pred - target) ** 2).sum() / weight.sum()
 
