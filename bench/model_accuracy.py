@@ -101,10 +101,35 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--blend-xgb", type=float, nargs="+", default=[], metavar="K0",
                    help="also score each checkpoint blended with XGBoost trained on the k "
                         "samples, weighted k / (k + K0) (NAME+xgb; several K0: NAME+xgb-<K0>)")
+    p.add_argument("--ensemble", action="append", default=[], metavar="NAME=A+B[+...]",
+                   help="also score the mean of these methods' scores (any --model NAME, "
+                        "xgb-Xfer, ...; repeatable)")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")
     return p.parse_args(argv)
+
+
+def _ensembles(specs: list[str], methods: dict) -> list[tuple[str, list[str]]]:
+    """``--ensemble NAME=A+B`` as ``(NAME, [A, B])`` pairs, every member a method already
+    scored.
+
+    Raises:
+        SystemExit: A malformed spec, a taken name or an unknown member.
+    """
+    out = []
+    for spec in specs:
+        name, _, rhs = spec.partition("=")
+        members = [m for m in rhs.split("+") if m]
+        if not name or len(members) < 2:
+            raise SystemExit(f"--ensemble {spec!r}: give NAME=A+B with two or more methods")
+        unknown = [m for m in members if m not in methods]
+        if unknown or name in methods:
+            raise SystemExit(f"--ensemble {spec!r}: " + (
+                f"no method {unknown[0]!r} (these are scored: {', '.join(methods)})" if unknown
+                else f"{name!r} is taken by another method: name the ensemble otherwise"))
+        out.append((name, members))
+    return out
 
 
 def _markdown(doc: dict) -> str:
@@ -273,9 +298,9 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from metatune.config import default_checkpoint
-    from tuner.app.accuracy import (BlendMethod, GPMethod, KnobXGBMethod, MetaTuneMethod,
-                                    RidgeMethod, XGBMethod, evaluate, load_eval_workloads,
-                                    load_split_workloads, summarize)
+    from tuner.app.accuracy import (BlendMethod, EnsembleMethod, GPMethod, KnobXGBMethod,
+                                    MetaTuneMethod, RidgeMethod, XGBMethod, evaluate,
+                                    load_eval_workloads, load_split_workloads, summarize)
     from metatune.provenance import simd_flags
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.runtime import runtime_info
@@ -366,6 +391,9 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                             info.num_cores, args.cache_dir)
         methods.update({"xgb": local_xgb,
                         "xgb-Xfer": XGBMethod(info.target, info.num_cores, base)})
+    for name, members in _ensembles(args.ensemble, methods):
+        methods[name] = EnsembleMethod([methods[m] for m in members])
+        notes[name] = "the mean of " + ", ".join(f"`{m}`" for m in members) + "'s scores"
     rows = evaluate(workloads, methods, tuple(args.ks), args.seeds, args.query,
                     progress=lambda msg: logging.info("done %s", msg))
     doc = {

@@ -215,3 +215,18 @@ def default_checkpoint(dataset: str = SHIPPED_DATASET, *, graph: str = DEFAULT_G
         graph: ``super`` or ``plain``.
     """
     return repo_path("checkpoints", f"{dataset}-{graph}.ckpt")
+
+
+def seed_siblings(checkpoint: str) -> list[str]:
+    """The checkpoints trained as ``checkpoint`` was from other seeds, kept beside it as
+    ``<name>-seed<N>.ckpt`` (``python train.py seed=N out=...``), in ``N``'s order."""
+    stem, ext = os.path.splitext(checkpoint)
+    folder, prefix = os.path.dirname(stem) or ".", os.path.basename(stem) + "-seed"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    middles = [n[len(prefix):len(n) - len(ext)] for n in names
+               if n.startswith(prefix) and n.endswith(ext)]
+    seeds = sorted(int(m) for m in middles if m.isdigit())
+    return [os.path.join(folder, f"{prefix}{n}{ext}") for n in seeds]

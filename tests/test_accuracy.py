@@ -111,6 +111,19 @@ def test_blend_is_the_model_at_k0_and_hands_over_to_the_task_samples():
         BlendMethod(_FixedPrior(prior, None), _FixedScores(local), k0=0)
 
 
+def test_an_ensemble_is_the_mean_of_its_members_and_needs_two():
+    from tuner.app.accuracy import EnsembleMethod
+
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(size=64), rng.uniform(size=64)
+    w = EvalWorkload("w", None, [], 1.0 / (1.0 + rng.uniform(size=64)))
+    query = np.arange(32)
+    both = EnsembleMethod([_FixedScores(a), _FixedScores(b)]).scores(w, np.arange(0), query, 0)
+    assert np.allclose(both, 0.5 * (a[query] + b[query]))
+    with pytest.raises(ValueError, match="two"):
+        EnsembleMethod([_FixedScores(a)])
+
+
 def test_autotvm_discount():
     assert _discount(0) == 1.0 and _discount(64) == pytest.approx(0.5)
     assert _discount(300) < 0.05  # the base model is dropped after ~277 samples

@@ -234,3 +234,13 @@ def test_a_fold_trains_on_the_other_networks_convs_only(tmp_path):
     assert os.stat(os.path.join(others, "meta.json")).st_mtime_ns == stamp  # cache holds
     with pytest.raises(SystemExit, match="not a network of"):
         data_shift.fold_data_dir(data, ["vgg"], str(tmp_path / "work"))
+
+
+def test_an_ensemble_names_methods_already_scored():
+    methods = {"super": 0, "plain": 0, "xgb-Xfer": 0}
+    expect = [("both", ["super", "plain"])]
+    assert model_accuracy._ensembles(["both=super+plain"], methods) == expect
+    for spec, message in [("both=super", "two or more"), ("=super+plain", "two or more"),
+                          ("both=super+gcn", "no method 'gcn'"), ("plain=super+xgb-Xfer", "taken")]:
+        with pytest.raises(SystemExit, match=message):
+            model_accuracy._ensembles([spec], methods)

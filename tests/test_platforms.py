@@ -83,3 +83,26 @@ def test_the_run_names_the_checkpoint_and_data_it_uses(tmp_path, monkeypatch):
     assert cfg.xfer.data == str(tmp_path / "data" / SHIPPED_DATASET / "train")
     named = load_tune_config(overrides=["metatune.checkpoint=/x.ckpt"])
     assert with_model_sources(named, info).metatune.checkpoint == "/x.ckpt"
+
+
+def test_a_checkpoints_seeds_beside_it_make_the_default_ensemble(tmp_path, monkeypatch):
+    from metatune.config import seed_siblings
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import with_model_sources
+    from tuner.engine.targets import resolve_target
+
+    ckpt = tmp_path / "checkpoints" / "llvm-haswell-super.ckpt"
+    for name in ("llvm-haswell-super.ckpt", "llvm-haswell-super-seed10.ckpt",
+                 "llvm-haswell-super-seed2.ckpt", "llvm-haswell-super-seedx.ckpt",
+                 "llvm-haswell-super-seed3.json", "llvm-haswell-plain-seed1.ckpt"):
+        _touch(str(tmp_path / "checkpoints" / name), "")
+    seeds = [str(tmp_path / "checkpoints" / f"llvm-haswell-super-seed{n}.ckpt") for n in (2, 10)]
+    assert seed_siblings(str(ckpt)) == seeds
+    assert seed_siblings(str(tmp_path / "none" / "x.ckpt")) == []
+    info = resolve_target('{"kind": "llvm", "mcpu": "haswell"}')
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    assert with_model_sources(load_tune_config(), info).metatune.ensemble == seeds
+    alone = load_tune_config(overrides=["metatune.ensemble=[]"])
+    assert with_model_sources(alone, info).metatune.ensemble == []
+    blend = load_tune_config(overrides=["metatune.blend_k0=64"])
+    assert with_model_sources(blend, info).metatune.ensemble == []  # a blend: it alone

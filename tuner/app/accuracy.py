@@ -381,6 +381,29 @@ class BlendMethod:
         return (1.0 - share) * prior + share * self.xgb.scores(w, support, query, seed)
 
 
+class EnsembleMethod:
+    """The mean of several methods' scores on the same support and query sets (each member
+    adapted or fitted on the k samples its own way). Members that predict the relative
+    throughput keep that scale in the mean.
+
+    Args:
+        members: The methods averaged (e.g. two :class:`MetaTuneMethod` checkpoints).
+
+    Raises:
+        ValueError: Fewer than two members.
+    """
+
+    def __init__(self, members: list) -> None:
+        if len(members) < 2:
+            raise ValueError(f"an ensemble needs at least two members, got {len(members)}")
+        self.members = list(members)
+
+    def scores(self, w: EvalWorkload, support: np.ndarray, query: np.ndarray,
+               seed: int) -> np.ndarray:
+        return np.mean([np.asarray(m.scores(w, support, query, seed), dtype=float)
+                        for m in self.members], axis=0)
+
+
 class XGBMethod:
     """MetaSchedule's XGBoost cost model, from scratch or with transfer (``base``).
 

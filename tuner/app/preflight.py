@@ -24,9 +24,11 @@ SETTINGS_FILE = "settings.json"
 
 
 def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
-    """The configuration with the cost model's checkpoint and xgb-xfer's data named: the
+    """The configuration with the cost model's checkpoints and xgb-xfer's data named: the
     ones a run left ``None`` become the target's own platform's, else the shipped ones of
-    its kind (:mod:`tuner.engine.platforms`), so the report records what was used.
+    its kind (:mod:`tuner.engine.platforms`), and a ``None`` ensemble the checkpoint's
+    seeds (:meth:`tuner.models.params.MetaTuneModelConfig.members`), so the report records
+    what was used.
 
     Raises:
         ConfigError: Nothing of the target's kind ships, and none was named.
@@ -36,6 +38,8 @@ def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
     m, x = cfg.metatune, cfg.xfer
     if cfg.cost_model == "metatune" and not m.checkpoint and not m.from_scratch:
         m = replace(m, checkpoint=default_checkpoint_for(target_info.target, m.graph))
+    if cfg.cost_model == "metatune" and m.ensemble is None:
+        m = replace(m, ensemble=m.members(m.checkpoint))  # its seeds, named
     if cfg.cost_model == "xgb-xfer" and not x.data:
         x = replace(x, data=os.path.join(default_data_dir(target_info.target), "train"))
     return replace(cfg, metatune=m, xfer=x)
@@ -51,7 +55,8 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
     Raises:
         UnknownNetworkError: ``network`` is not built in (and no ONNX file or model given).
         ModelImportError: The ONNX file does not exist.
-        tuner.models.cost_model.CheckpointError: The MetaTune checkpoint is missing or unloadable.
+        tuner.models.cost_model.CheckpointError: A MetaTune checkpoint (or one of
+            ``metatune.ensemble``) is missing or unloadable.
         ConfigError: No checkpoint named, and none of the target's kind ships.
         RunnerUnavailableError: ``runner.kind=rpc`` without a tracker or a server under the key.
         DeviceUnavailableError: ``device`` names a GPU torch does not see.
@@ -70,7 +75,9 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
     if cfg.cost_model == "metatune" and not m.from_scratch:
         from tuner.models.cost_model import load_net
 
-        load_net(with_model_sources(cfg, target_info).metatune.checkpoint, graph=m.graph)
+        named = with_model_sources(cfg, target_info).metatune
+        for checkpoint in [named.checkpoint, *named.ensemble]:
+            load_net(checkpoint, graph=m.graph)
     resolve_device(cfg.device)
     if cfg.runner.kind == "rpc":
         check_tracker(cfg.runner.rpc)

@@ -28,6 +28,7 @@ from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
 from tuner.models import COST_MODELS
 from tuner.models.cost_model import MetaTuneCostModel, load_model
+from tuner.models.ensemble import EnsembleCostModel
 from tuner.models.mlp import make_mlp_model
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
@@ -114,6 +115,14 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
                            "%s", note)
         if layout and (note := model.layout_note(layout)):
             logger.info("%s", note)
+        if more := m.members(checkpoint):
+            members = [model] + [load_model(c, graph=m.graph) for c in more]
+            for member in members[1:]:
+                member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
+            logger.info("cost model: the mean of %d checkpoints (%s)", len(members),
+                        ", ".join(os.path.basename(c) for c in [checkpoint, *more]))
+            return EnsembleCostModel(models=members, graph=m.graph,
+                                     device=resolve_device(device))
         return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device),
                                  blend_k0=m.blend_k0, num_cores=num_cores)
     if name == "xgb":

@@ -1,5 +1,6 @@
 """Learned cost models as MetaSchedule ``PyCostModel`` s: MetaTune's GCN
-(:mod:`tuner.models.cost_model`), XGBoost with transfer (:mod:`tuner.models.xgb_transfer`) and
+(:mod:`tuner.models.cost_model`; several checkpoints averaged:
+:mod:`tuner.models.ensemble`), XGBoost with transfer (:mod:`tuner.models.xgb_transfer`) and
 MetaSchedule's MLP (:mod:`tuner.models.mlp`).
 
 Imports the core and :mod:`tuner.engine`; never the searches or the application.

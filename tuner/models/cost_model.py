@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -222,12 +223,16 @@ class MetaTuneCostModel(PyCostModel):
             task's own measurements (all of them, from scratch), weighted
             ``n / (n + blend_k0)`` after ``n``; 0: the model alone.
         num_cores: Threads for that XGBoost.
+        graph_cache: Where the candidates' graphs are encoded and kept (shared by the
+            members of an ensemble, :mod:`tuner.models.ensemble`, so that each candidate is
+            encoded once); ``None``: the model's own.
     """
 
     def __init__(self, *, model: TrainedModel, graph: str = MetaTuneModelConfig.graph,
                  max_support: int = 256, cache_size: int = 8192,
                  device: torch.device | None = None,
-                 blend_k0: float = MetaTuneModelConfig.blend_k0, num_cores: int = 1) -> None:
+                 blend_k0: float = MetaTuneModelConfig.blend_k0, num_cores: int = 1,
+                 graph_cache: GraphCache | None = None) -> None:
         super().__init__()
         self.device = device or torch.device("cpu")
         self.net = model.net.to(self.device).eval()
@@ -239,7 +244,8 @@ class MetaTuneCostModel(PyCostModel):
         self.max_support = int(max_support)
         self.tasks: dict[int, TaskState] = {}
         self.cache_size = int(cache_size)
-        self._graphs: OrderedDict[int, object] = OrderedDict()
+        self._graph_cache = graph_cache or GraphCache(
+            graph, 0 if self.inner.head_only else self.cache_size)
         self._emb: OrderedDict[int, torch.Tensor] = OrderedDict()
 
     @staticmethod
@@ -249,20 +255,10 @@ class MetaTuneCostModel(PyCostModel):
         return structural_hash(context.mod)
 
     def graphs(self, candidates) -> list:
-        """The candidates' loop-nest graphs, cached per scheduled module only when the GCN
-        adapts (a head-only model caches the far smaller embeddings instead)."""
-        from tvm_ffi import structural_hash
-
-        if self.inner.head_only:
-            return [encode(c.sch.mod["main"], self.graph) for c in candidates]
-        keys = [structural_hash(c.sch.mod) for c in candidates]
-        for c, k in zip(candidates, keys):
-            if k not in self._graphs:
-                self._graphs[k] = encode(c.sch.mod["main"], self.graph)
-            self._graphs.move_to_end(k)
-        out = [self._graphs[k] for k in keys]
-        _trim(self._graphs, self.cache_size)
-        return out
+        """The candidates' loop-nest graphs (:class:`GraphCache`: cached per scheduled
+        module when the GCN adapts or the cache is shared; a lone head-only model caches
+        the far smaller embeddings instead)."""
+        return self._graph_cache.graphs(candidates)
 
     def embed(self, candidates) -> torch.Tensor:
         """Embeddings by the meta-trained GCN: a ``n x d`` tensor (cached)."""
@@ -352,12 +348,26 @@ class MetaTuneCostModel(PyCostModel):
             out = (1.0 - share) * out + share * local
         return out
 
+    def state(self) -> dict:
+        """The network and every task's fine-tuning state (what :meth:`save` writes)."""
+        return {"net": self.net.state_dict(), "inner": self.inner.state_dict(),
+                "graph": self.graph,
+                "tasks": {k: (v.inputs, v.seconds, v.fast) for k, v in self.tasks.items()}}
+
+    def load_state(self, blob: dict) -> None:
+        """Restore what :meth:`state` returned.
+
+        Raises:
+            KeyError, RuntimeError: Not such a state, or of another network.
+        """
+        self.net.load_state_dict(blob["net"])
+        self.inner.load_state_dict(blob["inner"])
+        self.graph = blob["graph"]
+        self.tasks = {k: TaskState(list(e), list(s), f) for k, (e, s, f) in blob["tasks"].items()}
+
     def save(self, path: str) -> None:
         """Save the network and every task's fine-tuning state."""
-        torch.save({"net": self.net.state_dict(), "inner": self.inner.state_dict(),
-                    "graph": self.graph,
-                    "tasks": {k: (v.inputs, v.seconds, v.fast) for k, v in self.tasks.items()}},
-                   path)
+        torch.save(self.state(), path)
 
     def load(self, path: str) -> None:
         """Load what :meth:`save` wrote.
@@ -365,15 +375,51 @@ class MetaTuneCostModel(PyCostModel):
         Raises:
             CheckpointError: The file is missing or not a saved MetaTune cost model.
         """
-        try:
-            blob = torch.load(path, map_location=self.device, weights_only=False)
-            self.net.load_state_dict(blob["net"])
-            self.inner.load_state_dict(blob["inner"])
-        except Exception as err:
-            raise CheckpointError(f"cannot load the MetaTune cost model from {path!r}: "
-                                  f"{str(err).splitlines()[0][:160]}") from err
-        self.graph = blob["graph"]
-        self.tasks = {k: TaskState(list(e), list(s), f) for k, (e, s, f) in blob["tasks"].items()}
+        with loading(path):
+            self.load_state(torch.load(path, map_location=self.device, weights_only=False))
+
+
+@contextmanager
+def loading(path: str):
+    """Turn any failure to load a saved cost model from ``path`` into one line.
+
+    Raises:
+        CheckpointError: The file is missing, not a saved cost model, or of other networks.
+    """
+    try:
+        yield
+    except Exception as err:
+        raise CheckpointError(f"cannot load the MetaTune cost model from {path!r}: "
+                              f"{str(err).splitlines()[0][:160]}") from err
+
+
+class GraphCache:
+    """Candidates' loop-nest graphs, encoded once per scheduled module (keyed by its
+    structural hash) and kept for the ``size`` most recently used.
+
+    Args:
+        graph: The graph mode (``super`` or ``plain``).
+        size: How many graphs are kept (0: encode every time, keep none).
+    """
+
+    def __init__(self, graph: str, size: int) -> None:
+        self.graph, self.size = graph, int(size)
+        self._graphs: OrderedDict[int, object] = OrderedDict()
+
+    def graphs(self, candidates) -> list:
+        """The graphs of ``candidates`` (PyG ``Data``), in their order."""
+        if self.size <= 0:
+            return [encode(c.sch.mod["main"], self.graph) for c in candidates]
+        from tvm_ffi import structural_hash
+
+        keys = [structural_hash(c.sch.mod) for c in candidates]
+        for c, k in zip(candidates, keys):
+            if k not in self._graphs:
+                self._graphs[k] = encode(c.sch.mod["main"], self.graph)
+            self._graphs.move_to_end(k)
+        out = [self._graphs[k] for k in keys]
+        _trim(self._graphs, self.size)
+        return out
 
 
 def blend_share(measured: int, k0: float) -> float:

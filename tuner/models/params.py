@@ -6,10 +6,10 @@ when it is made, so one that exists is valid."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
-                             resolve_path)
+                             resolve_path, seed_siblings)
 from metatune.errors import ConfigError
 
 
@@ -29,6 +29,10 @@ class MetaTuneModelConfig:
         blend_k0: Above 0: blend the adapted model's scores with MetaSchedule's XGBoost
             trained on the task's own measurements, weighted ``n / (n + blend_k0)`` after
             ``n`` of them (the model alone before any); 0: the model alone.
+        ensemble: More checkpoints of the same graph mode (e.g. other training seeds),
+            averaged with ``checkpoint`` (:mod:`tuner.models.ensemble`; each adapts on its
+            own); ``[]``: ``checkpoint`` alone; ``None``: its seed siblings
+            (:func:`metatune.config.seed_siblings`, see :meth:`members`). Made absolute.
     """
 
     checkpoint: Optional[str] = None
@@ -37,13 +41,15 @@ class MetaTuneModelConfig:
     adapt_steps: Optional[int] = None  # null: the checkpoint's (what it was meta-trained for)
     adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
     blend_k0: float = 0.0  # >0: blend with a task-local XGBoost, weight n / (n + blend_k0)
+    ensemble: Optional[List[str]] = None  # more checkpoints averaged with it (None: its seeds)
 
     def __post_init__(self) -> None:
-        """Check the graph mode (one spelling) and the blend, and resolve the checkpoint's
-        path.
+        """Check the graph mode (one spelling), the blend and the ensemble, and resolve the
+        checkpoints' paths.
 
         Raises:
-            ConfigError: An unknown graph mode, or a negative ``blend_k0``.
+            ConfigError: An unknown graph mode, a negative ``blend_k0``, or an ensemble
+                with a blend or from scratch.
         """
         self.graph = check_graph(self.graph, "metatune.graph")
         if not self.blend_k0 >= 0:
@@ -52,6 +58,22 @@ class MetaTuneModelConfig:
                               "weighs as much as the model (e.g. 64)")
         if self.checkpoint:
             self.checkpoint = resolve_path(self.checkpoint)
+        if self.ensemble is not None:
+            self.ensemble = [resolve_path(str(c)) for c in self.ensemble]
+        if self.ensemble and (self.blend_k0 > 0 or self.from_scratch):
+            raise ConfigError("metatune.ensemble averages trained checkpoints, each adapted on "
+                              "its own: it takes neither metatune.blend_k0 > 0 nor "
+                              "metatune.from_scratch=true; drop one or the other")
+
+    def members(self, checkpoint: str | None) -> list[str]:
+        """The checkpoints averaged with ``checkpoint``: ``ensemble`` when given, else the
+        seeds shipped beside it (``<name>-seed<N>.ckpt``), none with a blend or from
+        scratch."""
+        if self.ensemble is not None:
+            return list(self.ensemble)
+        if self.blend_k0 > 0 or self.from_scratch or not checkpoint:
+            return []
+        return seed_siblings(checkpoint)
 
 
 @dataclass
