@@ -147,6 +147,7 @@ def run_one(name: str, overrides: list[str], seed: int, trials: int,
                                for r in rounds],
             "cost_model": cfg.cost_model,
             "checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
+            "ensemble": cfg.metatune.ensemble if cfg.cost_model == "metatune" else None,
             "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
 
 
@@ -263,6 +264,8 @@ def sources_said(runs: list[dict]) -> list[str]:
     said: dict[str, str] = {}
     for r in runs:
         where = r.get("checkpoint") or r.get("xfer_data")
+        if where and r.get("ensemble"):  # the checkpoints averaged with it
+            where = [where, *r["ensemble"]]
         if where and r["config"] not in said:
             said[r["config"]] = " + ".join(
                 os.path.relpath(p, REPO) if os.path.isabs(p) else p

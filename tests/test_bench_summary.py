@@ -224,10 +224,13 @@ def test_cold_start_pages_say_what_the_workloads_are_and_what_each_model_learned
             {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
             {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
             {"config": "xfer", "xfer_data": ["data/a/train",
-                                             os.path.join(cs.REPO, "data/b/train-networks")]}]
+                                             os.path.join(cs.REPO, "data/b/train-networks")]},
+            {"config": "two", "checkpoint": "checkpoints/a.ckpt",
+             "ensemble": ["checkpoints/a-seed1.ckpt"]}]
     assert cs.sources_said(runs) == [
         "- `own` trained on: `checkpoints/a.ckpt`",
-        "- `xfer` trained on: `data/a/train + data/b/train-networks`"]
+        "- `xfer` trained on: `data/a/train + data/b/train-networks`",
+        "- `two` trained on: `checkpoints/a.ckpt + checkpoints/a-seed1.ckpt`"]
 
 
 def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
