@@ -120,13 +120,15 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
     curve = [[c["trial"], c["task_best_ms"]] for c in curves]
     sources = {"checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
                "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
+    ensemble = cfg.metatune.ensemble if cfg.cost_model == "metatune" else None
     return {"preset": preset, "seed": seed, "task": f"{network}/{task_name}",
             "best_ms": outcome.best_ms[0], "tuning_seconds": outcome.tuning_seconds,
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve,
             "platform": platform_id(info.target), "target": info.description,
             "machine": machine_info(), "runtime": runtime_info(info.num_cores),
             "code": code_version(),
-            **{k: os.path.relpath(v, REPO) for k, v in sources.items() if v}}
+            **{k: os.path.relpath(v, REPO) for k, v in sources.items() if v},
+            **({"ensemble": [os.path.relpath(p, REPO) for p in ensemble]} if ensemble else {})}
 
 
 def measure(mods: list, info, runner: dict) -> list[float | None]:

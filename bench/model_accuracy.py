@@ -102,8 +102,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also score each checkpoint blended with XGBoost trained on the k "
                         "samples, weighted k / (k + K0) (NAME+xgb; several K0: NAME+xgb-<K0>)")
     p.add_argument("--ensemble", action="append", default=[], metavar="NAME=A+B[+...]",
-                   help="also score the mean of these methods' scores (any --model NAME, "
-                        "xgb-Xfer, ...; repeatable)")
+                   help="also score the mean of these methods' scores (--model NAMEs: "
+                        "checkpoints averaged as tune.py's metatune.ensemble averages them; "
+                        "repeatable)")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")

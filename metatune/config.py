@@ -20,6 +20,7 @@ directory.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -221,12 +222,11 @@ def seed_siblings(checkpoint: str) -> list[str]:
     """The checkpoints trained as ``checkpoint`` was from other seeds, kept beside it as
     ``<name>-seed<N>.ckpt`` (``python train.py seed=N out=...``), in ``N``'s order."""
     stem, ext = os.path.splitext(checkpoint)
-    folder, prefix = os.path.dirname(stem) or ".", os.path.basename(stem) + "-seed"
+    folder = os.path.dirname(stem) or "."
+    pattern = re.compile(re.escape(os.path.basename(stem)) + r"-seed([0-9]+)" + re.escape(ext))
     try:
         names = os.listdir(folder)
     except OSError:
         return []
-    middles = [n[len(prefix):len(n) - len(ext)] for n in names
-               if n.startswith(prefix) and n.endswith(ext)]
-    seeds = sorted(int(m) for m in middles if m.isdigit())
-    return [os.path.join(folder, f"{prefix}{n}{ext}") for n in seeds]
+    found = [(int(m.group(1)), n) for n in names if (m := pattern.fullmatch(n))]
+    return [os.path.join(folder, n) for _, n in sorted(found)]

@@ -435,10 +435,13 @@ def test_source_lines_name_what_each_transfer_was_trained_on():
             dict(_run("meta-RL-T", 0, [[16, 1.0]]), checkpoint="checkpoints/a-super.ckpt"),
             dict(_run("xgb-Xfer", 0, [[16, 1.0]]), xfer_data="data/a/train"),
             dict(_run("xgb-Xfer", 1, [[16, 1.0]]), xfer_data=["data/a/train", "data/b/t"]),
-            _run("xgb", 0, [[16, 1.0]])]
-    assert plan.source_lines(runs) == ["- `checkpoints/a-super.ckpt`: meta-BO-T, meta-RL-T",
-                                       "- `data/a/train`: xgb-Xfer",
-                                       "- `data/a/train + data/b/t`: xgb-Xfer"]
+            _run("xgb", 0, [[16, 1.0]]),
+            dict(_run("meta-BO-T", 1, [[16, 1.0]]), checkpoint="checkpoints/b-super.ckpt",
+                 ensemble=["checkpoints/b-super-seed1.ckpt"])]
+    assert plan.source_lines(runs) == [
+        "- `checkpoints/a-super.ckpt`: meta-BO-T, meta-RL-T", "- `data/a/train`: xgb-Xfer",
+        "- `data/a/train + data/b/t`: xgb-Xfer",
+        "- `checkpoints/b-super.ckpt + checkpoints/b-super-seed1.ckpt`: meta-BO-T"]
 
 
 def test_code_lines_count_the_runs_of_each_commit():

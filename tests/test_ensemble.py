@@ -65,6 +65,25 @@ def test_save_load_round_trip_and_a_wrong_file(context_and_candidates, tmp_path)
         other.load(path)
 
 
+def test_a_failed_load_changes_no_member(context_and_candidates, tmp_path):
+    ctx, cands = context_and_candidates
+    ens = EnsembleCostModel(models=[_fresh(0), _fresh(1)], graph="super")
+    wider = MetaTuneCostModel(model=load_model(None, from_scratch=True, hidden=32))
+    path = str(tmp_path / "mixed.pt")
+    torch.save({"members": [ens.members[1].state(), wider.state()]}, path)
+    before = ens.predict(ctx, cands)
+    with pytest.raises(Exception, match="cannot load the MetaTune cost model"):
+        ens.load(path)  # the first member loads, the second does not: both stay
+    assert np.allclose(ens.predict(ctx, cands), before)
+
+
+def test_a_saved_model_of_the_other_graph_mode_is_refused(tmp_path):
+    path = str(tmp_path / "plain.pt")
+    MetaTuneCostModel(model=_fresh(0, graph="plain"), graph="plain").save(path)
+    with pytest.raises(Exception, match="saved with plain graphs, this model encodes super"):
+        MetaTuneCostModel(model=_fresh(0)).load(path)
+
+
 def test_an_ensemble_needs_two_members_of_one_graph_mode():
     with pytest.raises(ConfigError, match="at least two"):
         EnsembleCostModel(models=[_fresh(0)], graph="super")

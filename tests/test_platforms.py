@@ -93,10 +93,12 @@ def test_a_checkpoints_seeds_beside_it_make_the_default_ensemble(tmp_path, monke
 
     ckpt = tmp_path / "checkpoints" / "llvm-haswell-super.ckpt"
     for name in ("llvm-haswell-super.ckpt", "llvm-haswell-super-seed10.ckpt",
-                 "llvm-haswell-super-seed2.ckpt", "llvm-haswell-super-seedx.ckpt",
-                 "llvm-haswell-super-seed3.json", "llvm-haswell-plain-seed1.ckpt"):
+                 "llvm-haswell-super-seed02.ckpt", "llvm-haswell-super-seedx.ckpt",
+                 "llvm-haswell-super-seed\u00b2.ckpt", "llvm-haswell-super-seed3.json",
+                 "llvm-haswell-plain-seed1.ckpt"):
         _touch(str(tmp_path / "checkpoints" / name), "")
-    seeds = [str(tmp_path / "checkpoints" / f"llvm-haswell-super-seed{n}.ckpt") for n in (2, 10)]
+    seeds = [str(tmp_path / "checkpoints" / f"llvm-haswell-super-seed{n}.ckpt")
+             for n in ("02", "10")]  # by seed, under their own names
     assert seed_siblings(str(ckpt)) == seeds
     assert seed_siblings(str(tmp_path / "none" / "x.ckpt")) == []
     info = resolve_target('{"kind": "llvm", "mcpu": "haswell"}')

@@ -42,6 +42,8 @@ def source_lines(runs: list[dict]) -> list[str]:
         for key in ("checkpoint", "xfer_data"):
             if r.get(key):  # xgb-Xfer may pre-train on several splits
                 where = r[key] if isinstance(r[key], str) else " + ".join(r[key])
+                if key == "checkpoint" and r.get("ensemble"):  # averaged with it
+                    where = " + ".join([where, *r["ensemble"]])
                 used.setdefault(where, set()).add(r["preset"])
     return [f"- `{path}`: {', '.join(sorted(presets))}" for path, presets in used.items()]
 

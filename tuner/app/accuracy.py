@@ -393,7 +393,7 @@ class EnsembleMethod:
         ValueError: Fewer than two members.
     """
 
-    def __init__(self, members: list) -> None:
+    def __init__(self, members: list[MetaTuneMethod]) -> None:
         if len(members) < 2:
             raise ValueError(f"an ensemble needs at least two members, got {len(members)}")
         self.members = list(members)

@@ -102,7 +102,10 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         checkpoint = m.checkpoint or (default_checkpoint_for(target, m.graph)
                                       if target is not None else default_checkpoint(graph=m.graph))
         model = load_model(checkpoint, graph=m.graph, from_scratch=bool(m.from_scratch))
-        model.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
+        paths = m.members(checkpoint)  # averaged with it (its seed siblings by default)
+        more = [load_model(c, graph=m.graph) for c in paths]
+        for member in [model, *more]:
+            member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
         if target is not None:
             own = own_checkpoint(target, m.graph)
             if own and checkpoint and os.path.exists(checkpoint) and os.path.samefile(
@@ -115,13 +118,10 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
                            "%s", note)
         if layout and (note := model.layout_note(layout)):
             logger.info("%s", note)
-        if more := m.members(checkpoint):
-            members = [model] + [load_model(c, graph=m.graph) for c in more]
-            for member in members[1:]:
-                member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
-            logger.info("cost model: the mean of %d checkpoints (%s)", len(members),
-                        ", ".join(os.path.basename(c) for c in [checkpoint, *more]))
-            return EnsembleCostModel(models=members, graph=m.graph,
+        if more:
+            logger.info("cost model: the mean of %d checkpoints (%s)", 1 + len(more),
+                        ", ".join(os.path.basename(c) for c in [checkpoint, *paths]))
+            return EnsembleCostModel(models=[model, *more], graph=m.graph,
                                      device=resolve_device(device))
         return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device),
                                  blend_k0=m.blend_k0, num_cores=num_cores)

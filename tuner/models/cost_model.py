@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -217,7 +218,8 @@ class MetaTuneCostModel(PyCostModel):
         graph: Graph mode the network was trained with (``super`` or ``plain``).
         max_support: Most recent measurements kept per task for fine-tuning.
         cache_size: Candidate graphs and embeddings remembered (by the scheduled module's
-            structural hash): the search scores many candidates several times per round.
+            structural hash): the search scores many candidates several times per round
+            (graphs only in the model's own cache, not in a shared ``graph_cache``).
         device: Where the GCN embeds and fine-tunes (graphs are encoded on the CPU).
         blend_k0: Above 0: blend the scores with MetaSchedule's XGBoost trained on the
             task's own measurements (all of them, from scratch), weighted
@@ -244,7 +246,7 @@ class MetaTuneCostModel(PyCostModel):
         self.max_support = int(max_support)
         self.tasks: dict[int, TaskState] = {}
         self.cache_size = int(cache_size)
-        self._graph_cache = graph_cache or GraphCache(
+        self._graph_cache = graph_cache if graph_cache is not None else GraphCache(
             graph, 0 if self.inner.head_only else self.cache_size)
         self._emb: OrderedDict[int, torch.Tensor] = OrderedDict()
 
@@ -359,10 +361,13 @@ class MetaTuneCostModel(PyCostModel):
 
         Raises:
             KeyError, RuntimeError: Not such a state, or of another network.
+            ValueError: A state of another graph mode.
         """
+        if blob["graph"] != self.graph:
+            raise ValueError(f"it was saved with {blob['graph']} graphs, this model encodes "
+                             f"{self.graph}")
         self.net.load_state_dict(blob["net"])
         self.inner.load_state_dict(blob["inner"])
-        self.graph = blob["graph"]
         self.tasks = {k: TaskState(list(e), list(s), f) for k, (e, s, f) in blob["tasks"].items()}
 
     def save(self, path: str) -> None:
@@ -380,7 +385,7 @@ class MetaTuneCostModel(PyCostModel):
 
 
 @contextmanager
-def loading(path: str):
+def loading(path: str) -> Iterator[None]:
     """Turn any failure to load a saved cost model from ``path`` into one line.
 
     Raises:
