@@ -127,8 +127,15 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
             "platform": platform_id(info.target), "target": info.description,
             "machine": machine_info(), "runtime": runtime_info(info.num_cores),
             "code": code_version(),
-            **{k: os.path.relpath(v, REPO) for k, v in sources.items() if v},
-            **({"ensemble": [os.path.relpath(p, REPO) for p in ensemble]} if ensemble else {})}
+            **{k: repo_relative(v) for k, v in {**sources, "ensemble": ensemble}.items() if v}}
+
+
+def repo_relative(paths: str | list[str]) -> str | list[str]:
+    """A path, or each of a list of them (xgb-Xfer's splits, an ensemble's checkpoints),
+    relative to the repository."""
+    if isinstance(paths, str):
+        return os.path.relpath(paths, REPO)
+    return [os.path.relpath(p, REPO) for p in paths]
 
 
 def measure(mods: list, info, runner: dict) -> list[float | None]:

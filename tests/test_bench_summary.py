@@ -553,3 +553,12 @@ def test_retime_groups_times_each_complete_group_once(tmp_path, monkeypatch):
     record.write_text(json.dumps({"latency_ms": {"xgb": 1.0, "meta-BO-T": 1.0}}))
     plan.retime_groups(args)
     assert len(calls) == 2  # recorded already
+
+
+def test_run_records_name_paths_relative_to_the_repository_one_or_several():
+    from common import REPO, repo_relative
+
+    assert repo_relative(os.path.join(REPO, "data", "a", "train")) == "data/a/train"
+    assert repo_relative([os.path.join(REPO, "checkpoints", "a.ckpt"),
+                          os.path.join(REPO, "checkpoints", "a-seed1.ckpt")]) == [
+        "checkpoints/a.ckpt", "checkpoints/a-seed1.ckpt"]
