@@ -131,11 +131,11 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
 
 
 def repo_relative(paths: str | list[str]) -> str | list[str]:
-    """A path, or each of a list of them (xgb-Xfer's splits, an ensemble's checkpoints),
-    relative to the repository."""
-    if isinstance(paths, str):
-        return os.path.relpath(paths, REPO)
-    return [os.path.relpath(p, REPO) for p in paths]
+    """A path, or each of a list of them (xgb-Xfer's splits, an ensemble's checkpoints), as
+    committed files write them (:func:`metatune.config.repo_relative`)."""
+    from metatune.config import repo_relative as one
+
+    return one(paths) if isinstance(paths, str) else [one(p) for p in paths]
 
 
 def measure(mods: list, info, runner: dict) -> list[float | None]:

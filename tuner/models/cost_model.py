@@ -256,11 +256,12 @@ class MetaTuneCostModel(PyCostModel):
 
         return structural_hash(context.mod)
 
-    def graphs(self, candidates) -> list:
+    def graphs(self, candidates, keys: list[int] | None = None) -> list:
         """The candidates' loop-nest graphs (:class:`GraphCache`: cached per scheduled
         module when the GCN adapts or the cache is shared; a lone head-only model caches
-        the far smaller embeddings instead)."""
-        return self._graph_cache.graphs(candidates)
+        the far smaller embeddings instead); ``keys``: their structural hashes, when
+        known."""
+        return self._graph_cache.graphs(candidates, keys)
 
     def embed(self, candidates) -> torch.Tensor:
         """Embeddings by the meta-trained GCN: a ``n x d`` tensor (cached)."""
@@ -270,7 +271,8 @@ class MetaTuneCostModel(PyCostModel):
         keys = [structural_hash(c.sch.mod) for c in candidates]
         todo = [i for i, k in enumerate(keys) if k not in self._emb]
         if todo:
-            batch = Batch.from_data_list(self.graphs([candidates[i] for i in todo])).to(self.device)
+            batch = Batch.from_data_list(self.graphs([candidates[i] for i in todo],
+                                                     [keys[i] for i in todo])).to(self.device)
             with torch.no_grad():
                 fresh = self.net.embed(batch.x, batch.edge_index, batch.batch)
             for i, emb in zip(todo, fresh):
@@ -411,13 +413,15 @@ class GraphCache:
         self.graph, self.size = graph, int(size)
         self._graphs: OrderedDict[int, object] = OrderedDict()
 
-    def graphs(self, candidates) -> list:
-        """The graphs of ``candidates`` (PyG ``Data``), in their order."""
+    def graphs(self, candidates, keys: list[int] | None = None) -> list:
+        """The graphs of ``candidates`` (PyG ``Data``), in their order; ``keys``: their
+        scheduled modules' structural hashes when the caller has them (else computed)."""
         if self.size <= 0:
             return [encode(c.sch.mod["main"], self.graph) for c in candidates]
-        from tvm_ffi import structural_hash
+        if keys is None:
+            from tvm_ffi import structural_hash
 
-        keys = [structural_hash(c.sch.mod) for c in candidates]
+            keys = [structural_hash(c.sch.mod) for c in candidates]
         for c, k in zip(candidates, keys):
             if k not in self._graphs:
                 self._graphs[k] = encode(c.sch.mod["main"], self.graph)
