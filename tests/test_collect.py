@@ -93,6 +93,27 @@ def test_train_networks_split_takes_other_networks_convs_and_never_a_heldout_one
                            exclude=held) == []
 
 
+def test_more_networks_split_leaves_out_the_train_networks_and_heldout_tasks():
+    from tvm_ffi import structural_hash
+
+    from tuner.app.collect import heldout_hashes, network_hashes, plan_split
+    from tuner.app.collect_config import load_collect_config
+    from tuner.engine.targets import resolve_target
+
+    target = resolve_target("llvm").target
+    cfg = load_collect_config(["splits=[train-more-networks]", "networks=[squeezenet]",
+                               "train_networks=[alexnet]",
+                               "more_networks=[alexnet,squeezenet,resnet-18]"])
+    entries = plan_split(cfg, "train-more-networks", target)
+    assert entries and {e.split for e in entries} == {"train-more-networks"}
+    assert {e.name.split("/")[0] for e in entries} == {"resnet-18"}  # the only new network
+    hashes = {structural_hash(e.mod) for e in entries}
+    assert not hashes & network_hashes(("alexnet",), target, "NCHW")
+    assert not hashes & heldout_hashes(("squeezenet",), target, "NCHW")
+    assert network_hashes(("alexnet",), target, "NCHW") == heldout_hashes(("alexnet",), target,
+                                                                          "NCHW")
+
+
 def test_nhwc_splits_collect_nhwc_workloads_and_record_their_layout(tmp_path, capsys):
     args = [f"out={tmp_path / 'data'}", f"work_dir={tmp_path / 'work'}",
             "splits=[train-nhwc,heldout-nhwc]", "networks=[alexnet]", "per_kind=1", "limit=1",

@@ -151,6 +151,38 @@ def heldout_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
     return {structural_hash(e.mod) for e in heldout_entries(networks, target, 1, layout)}
 
 
+def network_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
+    """The structural hashes of the networks' convolution tasks in ``layout`` (those of the
+    ``train-networks`` split, which ``train-more-networks`` leaves out)."""
+    from tvm_ffi import structural_hash
+
+    split = "train-networks" if layout == "NCHW" else "train-networks-nhwc"
+    return {structural_hash(e.mod) for e in network_entries(networks, target, 1, split)}
+
+
+def plan_split(cfg: CollectConfig, split: str, target) -> list[Entry]:
+    """The workloads a split holds, each with the samples wanted.
+
+    Args:
+        cfg: The collect configuration.
+        split: One of :data:`tuner.app.collect_config.SPLITS`.
+        target: The ``tvm.target.Target`` tasks are extracted for.
+    """
+    layout = split_layout(split)
+    if split.startswith("train-networks"):
+        return network_entries(tuple(cfg.train_networks), target, cfg.train_networks_samples,
+                               split, exclude=heldout_hashes(tuple(cfg.networks), target, layout))
+    if split.startswith("train-more-networks"):
+        known = heldout_hashes(tuple(cfg.networks), target, layout)
+        known |= network_hashes(tuple(cfg.train_networks), target, layout)
+        return network_entries(tuple(cfg.more_networks), target, cfg.train_networks_samples,
+                               split, exclude=known)
+    if split.startswith("train"):
+        return train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed, cfg.train_samples,
+                             target, layout)
+    return heldout_entries(tuple(cfg.networks), target, cfg.heldout_samples, layout)
+
+
 def unpack(out_dir: str, work_dir: str) -> None:
     """Restore the working copy from the packed ``.json.gz`` files when it is missing."""
     for name in (WORKLOAD_FILE, RECORD_FILE, ERROR_FILE):
@@ -265,19 +297,7 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
         check_settings(os.path.join(cfg.out, split), split_settings(settings, split))
     logger.info("collecting into %s (%s, TVM %d threads)", cfg.out, info.description,
                 settings["tvm_threads"])
-    plans: dict[str, list[Entry]] = {}
-    for split in cfg.splits:
-        if split.startswith("train-networks"):
-            layout = split_layout(split)
-            plans[split] = network_entries(
-                tuple(cfg.train_networks), info.target, cfg.train_networks_samples, split,
-                exclude=heldout_hashes(tuple(cfg.networks), info.target, layout))
-        elif split.startswith("train"):
-            plans[split] = train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed,
-                                         cfg.train_samples, info.target, split_layout(split))
-        else:
-            plans[split] = heldout_entries(tuple(cfg.networks), info.target,
-                                           cfg.heldout_samples, split_layout(split))
+    plans = {split: plan_split(cfg, split, info.target) for split in cfg.splits}
     if cfg.limit:
         plans = {k: v[: cfg.limit] for k, v in plans.items()}
 

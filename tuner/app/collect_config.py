@@ -22,15 +22,21 @@ DEFAULT_COLLECT_YAML = os.path.join(REPO_ROOT, "configs", "collect.yaml")
 #: ``train`` / ``heldout`` (NCHW, as networks are imported) and their NHWC twins: the
 #: training workloads of the 2-D kinds and the network convs as ``tune.py`` extracts them
 #: in its default layout; ``train-networks`` (and its NHWC twin): the conv tasks of other
-#: networks (``train_networks``), every task of a held-out network left out.
+#: networks (``train_networks``), every task of a held-out network left out;
+#: ``train-more-networks`` (and its twin): those of ``more_networks``, every task of the
+#: held-out networks and of ``train_networks`` left out, so that it only adds tasks.
 SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc", "train-networks",
-          "train-networks-nhwc")
+          "train-networks-nhwc", "train-more-networks", "train-more-networks-nhwc")
 DEFAULT_SPLITS = ("train", "heldout")
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
 #: Networks whose conv tasks make the ``train-networks`` split: none of the held-out four.
 TRAIN_NETWORKS = ("mobilenet-v2", "torchvision.models:resnet50",
                   "torchvision.models:googlenet", "torchvision.models:mnasnet1_0",
                   "torchvision.models:shufflenet_v2_x1_0")
+#: Networks whose conv tasks make the ``train-more-networks`` split: plain, wide and grouped
+#: convs of other shapes (1x7 / 7x1 among them), none of them held out.
+MORE_NETWORKS = ("torchvision.models:inception_v3", "torchvision.models:densenet121",
+                 "torchvision.models:wide_resnet50_2", "torchvision.models:resnext50_32x4d")
 
 
 @dataclass
@@ -51,6 +57,7 @@ class CollectConfig:
     networks: list[str] = field(default_factory=lambda: list(NETWORKS))
     train_networks: list[str] = field(default_factory=lambda: list(TRAIN_NETWORKS))
     train_networks_samples: int = 48
+    more_networks: list[str] = field(default_factory=lambda: list(MORE_NETWORKS))
     trials_per_round: int = 32
     limit: Optional[int] = None
     builder_timeout_sec: float = 30.0
