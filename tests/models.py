@@ -36,3 +36,28 @@ def raises() -> nn.Module:
 def unseeded_linear() -> nn.Module:
     """A factory that initialises at random without seeding (as torchvision's do)."""
     return nn.Linear(4, 4)
+
+
+def _conv_stack(n: int) -> nn.Module:
+    """The first ``n`` of three conv + ReLU layers of distinct shapes on a 3-channel image
+    (what a network spec gets by default): ``n`` distinct conv tasks, each a prefix of the
+    next stack's."""
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1),
+              nn.Conv2d(8, 16, 3, stride=2, padding=1)][:n]
+    return nn.Sequential(*[m for conv in layers for m in (conv, nn.ReLU())]).eval()
+
+
+def one_conv() -> nn.Module:
+    """One conv task (:func:`_conv_stack`)."""
+    return _conv_stack(1)
+
+
+def two_convs() -> nn.Module:
+    """That conv task and a second one."""
+    return _conv_stack(2)
+
+
+def three_convs() -> nn.Module:
+    """Those two conv tasks and a third."""
+    return _conv_stack(3)

@@ -191,6 +191,30 @@ def test_resuming_with_another_preset_is_refused(tmp_path):
         check_resume(str(tmp_path), load_tune_config(overrides=["layout=NCHW"]), info)
 
 
+def test_resuming_with_other_checkpoints_warns_and_records_them(tmp_path, caplog):
+    import json
+
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import SETTINGS_FILE, check_resume
+
+    info = resolve_target("llvm")
+    one = load_tune_config(overrides=["metatune.checkpoint=checkpoints/a.ckpt",
+                                      "metatune.ensemble=[]"])
+    pair = load_tune_config(overrides=["metatune.checkpoint=checkpoints/a.ckpt",
+                                       "metatune.ensemble=[checkpoints/a-seed1.ckpt]"])
+    check_resume(str(tmp_path), one, info)
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text())["model"] == ["checkpoints/a.ckpt"]
+    (tmp_path / RECORD_FILE).write_text("[0, []]\n")
+    with caplog.at_level("WARNING", logger="tuner.app.preflight"):
+        check_resume(str(tmp_path), one, info)  # the same model: nothing to say
+        assert not caplog.records
+        check_resume(str(tmp_path), pair, info)  # resumes, says so, records the new model
+    assert "checkpoints/a.ckpt + checkpoints/a-seed1.ckpt" in caplog.text
+    assert "measurements made are kept" in caplog.text
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text())["model"] == [
+        "checkpoints/a.ckpt", "checkpoints/a-seed1.ckpt"]
+
+
 def test_a_work_dir_from_before_the_layout_was_recorded_resumes_as_nchw(tmp_path):
     import json
 

@@ -10,10 +10,12 @@ would otherwise tune nothing and label someone else's results with its own prese
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import replace
 from typing import Any
 
+from metatune.config import repo_relative
 from metatune.device import resolve_device
 from metatune.errors import ConfigError, ModelImportError
 from tuner.app.config import TuneConfig, preset_for
@@ -21,6 +23,8 @@ from tuner.engine.database import RECORD_FILE
 from tuner.engine.rpc import check_tracker
 
 SETTINGS_FILE = "settings.json"
+
+logger = logging.getLogger(__name__)
 
 
 def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
@@ -87,9 +91,23 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
 OLD_LAYOUT = "NCHW"
 
 
+def model_sources(cfg: TuneConfig) -> list[str] | None:
+    """What the cost model starts from: MetaTune's checkpoint and its ensemble's, or
+    xgb-Xfer's training splits, as committed files write paths (``None``: nothing, e.g. a
+    model from scratch). Run on a configuration :func:`with_model_sources` named them."""
+    m = cfg.metatune
+    if cfg.cost_model == "metatune" and not m.from_scratch and m.checkpoint:
+        return [repo_relative(p) for p in [m.checkpoint, *(m.ensemble or [])]]
+    if cfg.cost_model == "xgb-xfer" and cfg.xfer.data:
+        data = cfg.xfer.data
+        return [repo_relative(p) for p in ([data] if isinstance(data, str) else data)]
+    return None
+
+
 def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
     """What makes measurements comparable: cost model, search, graph, target and the
-    convolutions' data layout (the plain dict written to ``settings.json``)."""
+    convolutions' data layout, and what the model starts from (``model``: recorded, not
+    required to match; the plain dict written to ``settings.json``)."""
     target = target_info.target
     mcpu = target.attrs.get("mcpu") if hasattr(target, "attrs") else None
     return {
@@ -98,6 +116,7 @@ def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
         "graph": cfg.metatune.graph if cfg.cost_model == "metatune" else None,
         "target": {"kind": target_info.kind, "mcpu": str(mcpu) if mcpu else None},
         "layout": cfg.layout,
+        "model": model_sources(cfg),
     }
 
 
@@ -131,6 +150,10 @@ def _describe(settings: dict[str, Any]) -> str:
 def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
     """Refuse to resume a work dir measured with other settings; record this run's.
 
+    A run whose cost model starts from other checkpoints (or other xgb-Xfer data) than the
+    one before resumes with a warning: the measurements are valid either way, only the
+    search that follows differs.
+
     Args:
         work_dir: The (locked) work directory.
         cfg: The tune configuration.
@@ -153,7 +176,13 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
                 f"the budget counts them: this run ({_describe(new)}) would tune nothing "
                 "of its own; pass --work-dir with a new directory (or the same settings "
                 "to resume)")
-        if old.get("target"):
+        if "model" in old and old["model"] != new["model"]:
+            logger.warning(
+                "work dir %s was tuned with a cost model started from %s; this run's starts "
+                "from %s: the measurements made are kept and count toward the budget, the "
+                "search goes on with this run's model", work_dir,
+                " + ".join(old["model"] or ["nothing"]), " + ".join(new["model"] or ["nothing"]))
+        if old.get("target") and old.get("model") == new["model"]:
             return
     with open(os.path.join(work_dir, SETTINGS_FILE), "w", encoding="utf-8") as f:
         json.dump(new, f, indent=1)

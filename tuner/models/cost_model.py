@@ -263,12 +263,12 @@ class MetaTuneCostModel(PyCostModel):
         known."""
         return self._graph_cache.graphs(candidates, keys)
 
-    def embed(self, candidates) -> torch.Tensor:
-        """Embeddings by the meta-trained GCN: a ``n x d`` tensor (cached)."""
+    def embed(self, candidates, keys: list[int] | None = None) -> torch.Tensor:
+        """Embeddings by the meta-trained GCN: a ``n x d`` tensor (cached by the scheduled
+        module's structural hash; ``keys``: those hashes, when the caller has them)."""
         from torch_geometric.data import Batch
-        from tvm_ffi import structural_hash
 
-        keys = [structural_hash(c.sch.mod) for c in candidates]
+        keys = keys if keys is not None else candidate_keys(candidates)
         todo = [i for i, k in enumerate(keys) if k not in self._emb]
         if todo:
             batch = Batch.from_data_list(self.graphs([candidates[i] for i in todo],
@@ -337,14 +337,20 @@ class MetaTuneCostModel(PyCostModel):
         """Scores (higher is better), a float64 array in the candidates' order: the
         adapted model's predicted relative throughput, blended with the task-local XGBoost's
         when ``blend_k0`` is set and the task has measurements."""
+        return self.scores(context, candidates)
+
+    def scores(self, context, candidates, keys: list[int] | None = None) -> np.ndarray:
+        """What :meth:`predict` returns; ``keys``: the candidates' structural hashes
+        (:func:`candidate_keys`) when the caller has them (MetaSchedule's ``predict`` takes
+        no more arguments)."""
         state = self.tasks.get(self._key(context))
         fast = state.fast if state and state.fast else self.inner.initial(self.net)
         with torch.no_grad():
             if self.inner.head_only or not (state and state.fast):
-                scores = self.inner.predict(self.net, fast, self.embed(candidates))
+                scores = self.inner.predict(self.net, fast, self.embed(candidates, keys))
             else:  # the adapted GCN embeds this task's candidates itself
                 scores = self.inner.predict(self.net, fast,
-                                            self._stack(self.graphs(candidates)))
+                                            self._stack(self.graphs(candidates, keys)))
         out = scores.double().cpu().numpy()
         share = self.blend_weight(state.local.data_size if state and state.local else 0)
         if share > 0:
@@ -419,9 +425,7 @@ class GraphCache:
         if self.size <= 0:
             return [encode(c.sch.mod["main"], self.graph) for c in candidates]
         if keys is None:
-            from tvm_ffi import structural_hash
-
-            keys = [structural_hash(c.sch.mod) for c in candidates]
+            keys = candidate_keys(candidates)
         for c, k in zip(candidates, keys):
             if k not in self._graphs:
                 self._graphs[k] = encode(c.sch.mod["main"], self.graph)
@@ -429,6 +433,14 @@ class GraphCache:
         out = [self._graphs[k] for k in keys]
         _trim(self._graphs, self.size)
         return out
+
+
+def candidate_keys(candidates) -> list[int]:
+    """The structural hashes of the candidates' scheduled modules: what the graph and
+    embedding caches are keyed by."""
+    from tvm_ffi import structural_hash
+
+    return [structural_hash(c.sch.mod) for c in candidates]
 
 
 def blend_share(measured: int, k0: float) -> float:

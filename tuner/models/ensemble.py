@@ -22,7 +22,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import ConfigError
-from tuner.models.cost_model import GraphCache, MetaTuneCostModel, TrainedModel, loading
+from tuner.models.cost_model import (GraphCache, MetaTuneCostModel, TrainedModel,
+                                     candidate_keys, loading)
 
 # graphs kept for the members to share: the search scores a pool of a few hundred
 # candidates at a time, and the members score the same pool one after the other
@@ -64,8 +65,10 @@ class EnsembleCostModel(PyCostModel):
             m.update(context, candidates, results)
 
     def predict(self, context, candidates) -> np.ndarray:
-        """The members' mean score, a float64 array in the candidates' order."""
-        return np.mean([m.predict(context, candidates) for m in self.members], axis=0)
+        """The members' mean score, a float64 array in the candidates' order (the
+        candidates are hashed once for all members' caches)."""
+        keys = candidate_keys(candidates)
+        return np.mean([m.scores(context, candidates, keys) for m in self.members], axis=0)
 
     def save(self, path: str) -> None:
         """Save every member's network and fine-tuning state."""
