@@ -36,6 +36,18 @@ def test_the_ensemble_is_the_mean_of_its_members_alone(context_and_candidates):
     assert np.allclose(ens.predict(ctx, cands), expect, atol=1e-5)
 
 
+def test_the_ensemble_hashes_each_candidate_once(context_and_candidates, monkeypatch):
+    import tvm_ffi
+
+    ctx, cands = context_and_candidates
+    ens = EnsembleCostModel(models=[_fresh(0), _fresh(1), _fresh(2)], graph="super")
+    hashed = []
+    real = tvm_ffi.structural_hash
+    monkeypatch.setattr(tvm_ffi, "structural_hash", lambda m, *a: hashed.append(m) or real(m, *a))
+    ens.predict(ctx, cands)
+    assert len([m for m in hashed if not m.same_as(ctx.mod)]) == len(cands)
+
+
 def test_the_members_encode_each_candidate_once(context_and_candidates, monkeypatch):
     import tuner.models.cost_model as cm
 

@@ -215,6 +215,17 @@ def test_resuming_with_other_checkpoints_warns_and_records_them(tmp_path, caplog
         "checkpoints/a.ckpt", "checkpoints/a-seed1.ckpt"]
 
 
+def test_the_recorded_model_names_xgb_xfers_data_whether_one_split_or_several():
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import model_sources
+
+    one = load_tune_config(overrides=["preset=xgb-Xfer", "xfer.data=data/a/train"])
+    two = load_tune_config(overrides=["preset=xgb-Xfer", "xfer.data=[data/a/train,data/b/t]"])
+    assert model_sources(one) == ["data/a/train"]
+    assert model_sources(two) == ["data/a/train", "data/b/t"]
+    assert model_sources(load_tune_config(overrides=["preset=xgb"])) is None
+
+
 def test_a_work_dir_from_before_the_layout_was_recorded_resumes_as_nchw(tmp_path):
     import json
 

@@ -6,7 +6,9 @@ a MetaSchedule JSON database per split (``train``: generated workloads; ``heldou
 conv tasks of the four networks, never used for training; ``train-nhwc`` and
 ``heldout-nhwc``: the same in NHWC, ``tune.py``'s default layout, the training split for
 the 2-D kinds only; ``train-networks`` and ``train-networks-nhwc``: the conv tasks of other
-networks, every task of a held-out network left out). The working copy lives in
+networks, every task of a held-out network left out; ``train-more-networks`` and its NHWC
+twin: those of still other networks, every held-out and ``train-networks`` task left
+out). The working copy lives in
 ``work_dir``; after every workload it is packed as ``.json.gz`` into ``out`` with a
 ``meta.json`` saying what, where and when. Killing the collector at any moment loses at
 most the round in flight; rerunning it unpacks, repairs a torn last line, and continues
@@ -152,8 +154,9 @@ def heldout_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
 
 
 def network_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
-    """The structural hashes of the networks' convolution tasks in ``layout`` (those of the
-    ``train-networks`` split, which ``train-more-networks`` leaves out)."""
+    """The structural hashes of every convolution task of the networks in ``layout`` (a
+    superset of what their ``train-networks`` split holds, which leaves the held-out ones
+    out): what ``train-more-networks`` leaves out."""
     from tvm_ffi import structural_hash
 
     split = "train-networks" if layout == "NCHW" else "train-networks-nhwc"

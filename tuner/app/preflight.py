@@ -152,7 +152,9 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
 
     A run whose cost model starts from other checkpoints (or other xgb-Xfer data) than the
     one before resumes with a warning: the measurements are valid either way, only the
-    search that follows differs.
+    search that follows differs. ``settings.json`` then records this run's model (a work
+    dir from before models were recorded gets this run's, with no warning). The model's
+    other settings (``blend_k0``, its adaptation) are not compared.
 
     Args:
         work_dir: The (locked) work directory.
