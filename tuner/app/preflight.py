@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from metatune.config import repo_relative
+from metatune.dataset import as_split_dirs
 from metatune.device import resolve_device
 from metatune.errors import ConfigError, ModelImportError
 from tuner.app.config import TuneConfig, preset_for
@@ -99,8 +100,7 @@ def model_sources(cfg: TuneConfig) -> list[str] | None:
     if cfg.cost_model == "metatune" and not m.from_scratch and m.checkpoint:
         return [repo_relative(p) for p in [m.checkpoint, *(m.ensemble or [])]]
     if cfg.cost_model == "xgb-xfer" and cfg.xfer.data:
-        data = cfg.xfer.data
-        return [repo_relative(p) for p in ([data] if isinstance(data, str) else data)]
+        return [repo_relative(p) for p in as_split_dirs(cfg.xfer.data)]
     return None
 
 
