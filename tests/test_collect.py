@@ -70,6 +70,7 @@ def test_heldout_split_collects_network_convolutions(tmp_path, capsys):
     meta = json.loads((tmp_path / "data" / "heldout" / "meta.json").read_text())
     assert meta["workloads"][0]["name"].startswith("alexnet/fused_conv2d")
     assert meta["workloads"][0]["kind"] == "network-conv"
+    assert meta["networks"] == ["alexnet"]  # what the split is made of, recorded
     capsys.readouterr()
     assert collect.main(["summary", "--json", *args]) == 0
     summary = json.loads(capsys.readouterr().out)["heldout"]
@@ -111,6 +112,46 @@ def test_more_networks_split_leaves_out_the_train_networks_and_heldout_tasks():
     known = network_hashes((two,), target, "NCHW")
     assert len(known) == 2 and structural_hash(entries[0].mod) not in known
     assert heldout_hashes((one,), target, "NCHW") < known
+
+
+def test_a_network_split_leaves_out_every_earlier_network_splits_tasks():
+    from tuner.app.collect import plan_split
+    from tuner.app.collect_config import load_collect_config
+    from tuner.engine.targets import resolve_target
+
+    one, two, three = (f"tests.models:{n}" for n in ("one_conv", "two_convs", "three_convs"))
+    target = resolve_target("llvm").target
+    base = ["splits=[train-mobile-networks-nhwc]", f"networks=[{one}]"]
+    cfg = load_collect_config([*base, f"train_networks=[{one}]", f"more_networks=[{two}]",
+                               f"mobile_networks=[{three}]"])
+    entries = plan_split(cfg, "train-mobile-networks-nhwc", target)
+    assert [e.name.split("/")[0] for e in entries] == ["three_convs"]  # its own third conv
+    assert entries[0].split == "train-mobile-networks-nhwc"
+    cfg = load_collect_config([*base, f"train_networks=[{three}]", f"more_networks=[{one}]",
+                               f"mobile_networks=[{two},{three}]"])
+    assert plan_split(cfg, "train-mobile-networks-nhwc", target) == []  # all seen before
+
+
+def test_a_resumed_network_split_may_add_networks_but_not_drop_one(tmp_path, caplog):
+    import logging
+
+    import pytest
+
+    from metatune.errors import DatasetSettingsError
+    from tuner.app.collect import check_networks
+    from tuner.app.collect_config import load_collect_config
+
+    split = tmp_path / "train-more-networks-nhwc"
+    split.mkdir()
+    (split / "meta.json").write_text(json.dumps({"networks": ["a:x", "b:y"]}))
+    cfg = load_collect_config([f"out={tmp_path}", "more_networks=[a:x,b:y,c:z]"])
+    with caplog.at_level(logging.INFO, logger="tuner.app.collect"):
+        check_networks(cfg, "train-more-networks-nhwc")
+    assert "adding the conv tasks of c:z" in caplog.text
+    with pytest.raises(DatasetSettingsError, match=r"from b:y too, which more_networks= now"):
+        check_networks(load_collect_config([f"out={tmp_path}", "more_networks=[a:x]"]),
+                       "train-more-networks-nhwc")
+    check_networks(cfg, "train-nhwc")  # generated workloads: no networks to check
 
 
 def test_nhwc_splits_collect_nhwc_workloads_and_record_their_layout(tmp_path, capsys):

@@ -8,7 +8,8 @@ conv tasks of the four networks, never used for training; ``train-nhwc`` and
 the 2-D kinds only; ``train-networks`` and ``train-networks-nhwc``: the conv tasks of other
 networks, every task of a held-out network left out; ``train-more-networks`` and its NHWC
 twin: those of still other networks, every held-out and ``train-networks`` task left
-out). The working copy lives in
+out; ``train-mobile-networks``: those of mobile networks, every task of the splits before
+left out). The working copy lives in
 ``work_dir``; after every workload it is packed as ``.json.gz`` into ``out`` with a
 ``meta.json`` saying what, where and when. Killing the collector at any moment loses at
 most the round in flight; rerunning it unpacks, repairs a torn last line, and continues
@@ -35,7 +36,7 @@ from metatune.provenance import machine_info
 from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
                               read_workload_hashes)
 from metatune.workloads import GENERATOR_VERSION, nhwc_workloads, training_workloads
-from tuner.app.collect_config import SPLITS, CollectConfig
+from tuner.app.collect_config import NETWORK_SPLITS, SPLITS, CollectConfig
 from tuner.app.config import BuilderConfig, TuneConfig
 from tuner.engine.database import (check_database_files, ensure_work_dir,
                                    valid_and_measured_per_task)
@@ -155,16 +156,27 @@ def heldout_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
 
 def network_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
     """The structural hashes of every convolution task of the networks in ``layout`` (a
-    superset of what their ``train-networks`` split holds, which leaves the held-out ones
-    out): what ``train-more-networks`` leaves out."""
+    superset of what their network training split holds, which leaves the held-out ones
+    out): what the network training splits after theirs leave out."""
     from tvm_ffi import structural_hash
 
     split = "train-networks" if layout == "NCHW" else "train-networks-nhwc"
     return {structural_hash(e.mod) for e in network_entries(networks, target, 1, split)}
 
 
+def network_split(split: str) -> str | None:
+    """The network training split a split is, or its NHWC twin is (a key of
+    :data:`tuner.app.collect_config.NETWORK_SPLITS`), else ``None``."""
+    base = split.removesuffix("-nhwc")
+    return base if base in NETWORK_SPLITS else None
+
+
 def plan_split(cfg: CollectConfig, split: str, target) -> list[Entry]:
     """The workloads a split holds, each with the samples wanted.
+
+    A network training split holds the conv tasks of its networks (``train_networks``,
+    ``more_networks``, ...: :data:`tuner.app.collect_config.NETWORK_SPLITS`) that no
+    held-out network and no network of an earlier network split has.
 
     Args:
         cfg: The collect configuration.
@@ -172,14 +184,14 @@ def plan_split(cfg: CollectConfig, split: str, target) -> list[Entry]:
         target: The ``tvm.target.Target`` tasks are extracted for.
     """
     layout = split_layout(split)
-    if split.startswith("train-networks"):
-        return network_entries(tuple(cfg.train_networks), target, cfg.train_networks_samples,
-                               split, exclude=heldout_hashes(tuple(cfg.networks), target, layout))
-    if split.startswith("train-more-networks"):
+    if base := network_split(split):
         known = heldout_hashes(tuple(cfg.networks), target, layout)
-        known |= network_hashes(tuple(cfg.train_networks), target, layout)
-        return network_entries(tuple(cfg.more_networks), target, cfg.train_networks_samples,
-                               split, exclude=known)
+        for earlier, key in NETWORK_SPLITS.items():
+            if earlier == base:
+                break
+            known |= network_hashes(tuple(getattr(cfg, key)), target, layout)
+        return network_entries(tuple(getattr(cfg, NETWORK_SPLITS[base])), target,
+                               cfg.train_networks_samples, split, exclude=known)
     if split.startswith("train"):
         return train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed, cfg.train_samples,
                              target, layout)
@@ -271,6 +283,39 @@ def check_settings(split_dir: str, settings: dict[str, Any]) -> None:
                                    f"({'; '.join(diffs)}); {hint}")
 
 
+def networks_setting(split: str) -> str | None:
+    """The setting naming the networks whose conv tasks a split holds (``networks`` for the
+    held-out splits, ``train_networks``, ... for the network training splits), else ``None``
+    (generated workloads)."""
+    if base := network_split(split):
+        return NETWORK_SPLITS[base]
+    return "networks" if split.startswith("heldout") else None
+
+
+def check_networks(cfg: CollectConfig, split: str) -> None:
+    """Refuse to resume a split without networks it was collected from (their workloads
+    would drop out of its ``meta.json``); adding networks is logged.
+
+    Raises:
+        DatasetSettingsError: The networks left out, and how to go on.
+    """
+    path = os.path.join(cfg.out, split, "meta.json")
+    if not (key := networks_setting(split)) or not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        recorded = json.load(f).get("networks")
+    if recorded is None:  # collected before the networks were recorded
+        return
+    networks = getattr(cfg, key)
+    if missing := [n for n in recorded if n not in networks]:
+        raise DatasetSettingsError(
+            f"{os.path.dirname(path)} was collected from {', '.join(missing)} too, which "
+            f"{key}= now leaves out: add {'it' if len(missing) == 1 else 'them'} back, or "
+            "collect into another out= directory")
+    if added := [n for n in networks if n not in recorded]:
+        logger.info("%s: adding the conv tasks of %s", os.path.dirname(path), ", ".join(added))
+
+
 def resolve_paths(cfg: CollectConfig, info) -> CollectConfig:
     """``out`` and ``work_dir`` left ``None`` become ``data/<dataset id>`` and
     ``work/collect/<dataset id>`` in the repository: one dataset per platform
@@ -298,6 +343,7 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
     settings = measurement_settings(cfg, info, machine_info())
     for split in cfg.splits:  # before anything is measured
         check_settings(os.path.join(cfg.out, split), split_settings(settings, split))
+        check_networks(cfg, split)
     logger.info("collecting into %s (%s, TVM %d threads)", cfg.out, info.description,
                 settings["tvm_threads"])
     plans = {split: plan_split(cfg, split, info.target) for split in cfg.splits}
@@ -445,6 +491,7 @@ def write_meta(cfg: CollectConfig, split: str, entries: list[Entry], *, info, ma
             created = json.load(f).get("created", created)
     meta = {
         "split": split,
+        **({"networks": list(getattr(cfg, key))} if (key := networks_setting(split)) else {}),
         "target": str(info.target),
         "target_description": info.description,
         "machine": machine,

@@ -19,14 +19,18 @@ from metatune.errors import ConfigError
 from tuner.app.config import RunnerConfig
 
 DEFAULT_COLLECT_YAML = os.path.join(REPO_ROOT, "configs", "collect.yaml")
+#: The network training splits, in order, and the setting that names each one's networks:
+#: the conv tasks of those networks, every held-out task and every task of the splits
+#: before it left out, so that each only adds tasks (``train-more-networks`` holds none of
+#: ``train-networks``'s).
+NETWORK_SPLITS = {"train-networks": "train_networks", "train-more-networks": "more_networks",
+                  "train-mobile-networks": "mobile_networks"}
 #: ``train`` / ``heldout`` (NCHW, as networks are imported) and their NHWC twins: the
 #: training workloads of the 2-D kinds and the network convs as ``tune.py`` extracts them
-#: in its default layout; ``train-networks`` (and its NHWC twin): the conv tasks of other
-#: networks (``train_networks``), every task of a held-out network left out;
-#: ``train-more-networks`` (and its twin): those of ``more_networks``, every task of the
-#: held-out networks and of ``train_networks`` left out, so that it only adds tasks.
-SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc", "train-networks",
-          "train-networks-nhwc", "train-more-networks", "train-more-networks-nhwc")
+#: in its default layout; then the network training splits (:data:`NETWORK_SPLITS`) and
+#: their NHWC twins.
+SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc",
+          *(name + twin for name in NETWORK_SPLITS for twin in ("", "-nhwc")))
 DEFAULT_SPLITS = ("train", "heldout")
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
 #: Networks whose conv tasks make the ``train-networks`` split: none of the held-out four.
@@ -37,6 +41,10 @@ TRAIN_NETWORKS = ("mobilenet-v2", "torchvision.models:resnet50",
 #: convs of other shapes (1x7 / 7x1 among them), none of them held out.
 MORE_NETWORKS = ("torchvision.models:inception_v3", "torchvision.models:densenet121",
                  "torchvision.models:wide_resnet50_2", "torchvision.models:resnext50_32x4d")
+#: Networks whose conv tasks make the ``train-mobile-networks`` split: the depthwise,
+#: squeeze-excite and grouped convs of mobile and searched (RegNet) networks, none held out.
+MOBILE_NETWORKS = ("torchvision.models:efficientnet_b0", "torchvision.models:mobilenet_v3_large",
+                   "torchvision.models:regnet_x_800mf", "torchvision.models:regnet_y_800mf")
 
 
 @dataclass
@@ -58,6 +66,7 @@ class CollectConfig:
     train_networks: list[str] = field(default_factory=lambda: list(TRAIN_NETWORKS))
     train_networks_samples: int = 48
     more_networks: list[str] = field(default_factory=lambda: list(MORE_NETWORKS))
+    mobile_networks: list[str] = field(default_factory=lambda: list(MOBILE_NETWORKS))
     trials_per_round: int = 32
     limit: Optional[int] = None
     builder_timeout_sec: float = 30.0
