@@ -78,7 +78,7 @@ def test_heldout_split_collects_network_convolutions(tmp_path, capsys):
 
 
 def test_train_networks_split_takes_other_networks_convs_and_never_a_heldout_one():
-    from tuner.app.collect import heldout_hashes, network_entries
+    from tuner.app.collect import network_entries, network_hashes
     from tuner.app.collect_config import load_collect_config
     from tuner.engine.targets import resolve_target
 
@@ -89,7 +89,7 @@ def test_train_networks_split_takes_other_networks_convs_and_never_a_heldout_one
     assert len(entries) == 5 and entries[0].name.startswith("alexnet/fused_conv2d")
     assert {e.kind for e in entries} == {"network-conv"}
     assert {e.split for e in entries} == {"train-networks"}
-    held = heldout_hashes(("alexnet",), target, "NCHW")  # the same convs, held out
+    held = network_hashes(("alexnet",), target, "NCHW")  # the same convs, held out
     assert network_entries(("torchvision.models:alexnet",), target, 2, "train-networks",
                            exclude=held) == []
 
@@ -97,7 +97,7 @@ def test_train_networks_split_takes_other_networks_convs_and_never_a_heldout_one
 def test_more_networks_split_leaves_out_the_train_networks_and_heldout_tasks():
     from tvm_ffi import structural_hash
 
-    from tuner.app.collect import heldout_hashes, network_hashes, plan_split
+    from tuner.app.collect import conv_tasks, network_hashes, plan_split
     from tuner.app.collect_config import load_collect_config
     from tuner.engine.targets import resolve_target
 
@@ -111,7 +111,8 @@ def test_more_networks_split_leaves_out_the_train_networks_and_heldout_tasks():
     assert entries[0].info["networks"] == ["three_convs"]  # the one task only it has
     known = network_hashes((two,), target, "NCHW")
     assert len(known) == 2 and structural_hash(entries[0].mod) not in known
-    assert heldout_hashes((one,), target, "NCHW") < known
+    assert network_hashes((one,), target, "NCHW") < known
+    assert conv_tasks(two, target, "NCHW") is conv_tasks(two, target, "NCHW")  # extracted once
 
 
 def test_a_network_split_leaves_out_every_earlier_network_splits_tasks():

@@ -103,10 +103,30 @@ def _network(name: str):
     return load_network(model_spec=name) if ":" in name else load_network(name)
 
 
+#: The conv tasks already extracted in this process, per (network, target, layout): a
+#: collection plans several splits from the same networks (each network split leaves out
+#: the held-out and earlier networks' tasks), and extraction takes seconds per network.
+_CONV_TASKS: dict[tuple[str, str, str], list[tuple[str, Any, float, int]]] = {}
+
+
+def conv_tasks(net: str, target, layout: str) -> list[tuple[str, Any, float, int]]:
+    """A network's convolution tasks as ``tune.py`` extracts them in ``layout``: per task
+    its name, module, FLOPs and structural hash (extracted once per process)."""
+    from tvm_ffi import structural_hash
+
+    key = (net, str(target), layout)
+    if key not in _CONV_TASKS:
+        tasks = extract_tasks(_network(net).relax_mod, target, Lowering(layout=layout))
+        _CONV_TASKS[key] = [(t.name, t.extracted.dispatched[0], t.flops,
+                             structural_hash(t.extracted.dispatched[0]))
+                            for t in tasks if t.is_conv]
+    return _CONV_TASKS[key]
+
+
 def network_entries(networks: tuple[str, ...], target, samples: int, split: str,
                     exclude: Collection[int] = ()) -> list[Entry]:
     """Every distinct convolution task of the networks, as entries: as ``tune.py``
-    extracts them in the split's layout (:class:`tuner.engine.tasks.Lowering`).
+    extracts them in the split's layout (:func:`conv_tasks`).
 
     Args:
         networks: Built-in network names or ``module:callable`` specs
@@ -116,26 +136,19 @@ def network_entries(networks: tuple[str, ...], target, samples: int, split: str,
         samples: Measurements wanted per workload.
         split: ``heldout`` / ``train-networks`` or their ``-nhwc`` twins.
         exclude: Structural hashes of tasks to leave out (a training split leaves out every
-            held-out task: :func:`heldout_hashes`).
+            held-out task: :func:`network_hashes`).
     """
-    from tvm_ffi import structural_hash
-
     seen: dict[int, Entry] = {}
-    lowering = Lowering(layout=split_layout(split))
     for net in networks:
         short = net.rsplit(":", 1)[-1]
-        for task in extract_tasks(_network(net).relax_mod, target, lowering):
-            if not task.is_conv:
-                continue
-            mod = task.extracted.dispatched[0]
-            key = structural_hash(mod)
+        for name, mod, flops, key in conv_tasks(net, target, split_layout(split)):
             if key in exclude:
                 continue
             if key in seen:
                 seen[key].info["networks"].append(short)
                 continue
-            seen[key] = Entry(f"{short}/{task.name}", split, "network-conv", mod, samples,
-                              {"flops": task.flops, "networks": [short]})
+            seen[key] = Entry(f"{short}/{name}", split, "network-conv", mod, samples,
+                              {"flops": flops, "networks": [short]})
     return list(seen.values())
 
 
@@ -146,22 +159,12 @@ def heldout_entries(networks: tuple[str, ...], target, samples: int,
     return network_entries(networks, target, samples, split)
 
 
-def heldout_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
-    """The structural hashes of the held-out networks' convolution tasks in ``layout``: a
-    training split of network tasks leaves these out, so the held-out set stays unseen."""
-    from tvm_ffi import structural_hash
-
-    return {structural_hash(e.mod) for e in heldout_entries(networks, target, 1, layout)}
-
-
 def network_hashes(networks: tuple[str, ...], target, layout: str) -> set[int]:
-    """The structural hashes of every convolution task of the networks in ``layout`` (a
-    superset of what their network training split holds, which leaves the held-out ones
-    out): what the network training splits after theirs leave out."""
-    from tvm_ffi import structural_hash
-
-    split = "train-networks" if layout == "NCHW" else "train-networks-nhwc"
-    return {structural_hash(e.mod) for e in network_entries(networks, target, 1, split)}
+    """The structural hashes of every convolution task of the networks in ``layout``: of
+    the held-out networks, what every network training split leaves out, so the held-out
+    set stays unseen; of a network split's networks (a superset of what the split holds),
+    what the network splits after it leave out."""
+    return {key for net in networks for *_, key in conv_tasks(net, target, layout)}
 
 
 def network_split(split: str) -> str | None:
@@ -185,7 +188,7 @@ def plan_split(cfg: CollectConfig, split: str, target) -> list[Entry]:
     """
     layout = split_layout(split)
     if base := network_split(split):
-        known = heldout_hashes(tuple(cfg.networks), target, layout)
+        known = network_hashes(tuple(cfg.networks), target, layout)
         for earlier, key in NETWORK_SPLITS.items():
             if earlier == base:
                 break
