@@ -193,7 +193,7 @@ def plan_split(cfg: CollectConfig, split: str, target) -> list[Entry]:
             if earlier == base:
                 break
             known |= network_hashes(tuple(getattr(cfg, key)), target, layout)
-        return network_entries(tuple(getattr(cfg, NETWORK_SPLITS[base])), target,
+        return network_entries(tuple(getattr(cfg, networks_setting(split))), target,
                                cfg.train_networks_samples, split, exclude=known)
     if split.startswith("train"):
         return train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed, cfg.train_samples,
@@ -263,17 +263,24 @@ def split_settings(settings: dict[str, Any], split: str) -> dict[str, Any]:
     return {**settings, "layout": "NHWC"} if split_layout(split) == "NHWC" else settings
 
 
+def read_meta(split_dir: str) -> dict[str, Any] | None:
+    """A split's ``meta.json`` (:func:`write_meta`), or ``None`` where it has none yet."""
+    path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def check_settings(split_dir: str, settings: dict[str, Any]) -> None:
     """Refuse to add samples to a split measured under other settings.
 
     Raises:
         DatasetSettingsError: What differs, and where to collect instead.
     """
-    path = os.path.join(split_dir, "meta.json")
-    if not os.path.exists(path):
+    if (meta := read_meta(split_dir)) is None:
         return
-    with open(path, encoding="utf-8") as f:
-        recorded = json.load(f).get("settings")
+    recorded = meta.get("settings")
     hint = ("collect into another out= directory (datasets are kept per platform, "
             "data/<target>-<cpu>), or move this one away to start over")
     if recorded is None:
@@ -302,21 +309,19 @@ def check_networks(cfg: CollectConfig, split: str) -> None:
     Raises:
         DatasetSettingsError: The networks left out, and how to go on.
     """
-    path = os.path.join(cfg.out, split, "meta.json")
-    if not (key := networks_setting(split)) or not os.path.exists(path):
+    split_dir = os.path.join(cfg.out, split)
+    if not (key := networks_setting(split)) or (meta := read_meta(split_dir)) is None:
         return
-    with open(path, encoding="utf-8") as f:
-        recorded = json.load(f).get("networks")
-    if recorded is None:  # collected before the networks were recorded
+    if (recorded := meta.get("networks")) is None:  # collected before they were recorded
         return
     networks = getattr(cfg, key)
     if missing := [n for n in recorded if n not in networks]:
         raise DatasetSettingsError(
-            f"{os.path.dirname(path)} was collected from {', '.join(missing)} too, which "
+            f"{split_dir} was collected from {', '.join(missing)} too, which "
             f"{key}= now leaves out: add {'it' if len(missing) == 1 else 'them'} back, or "
             "collect into another out= directory")
     if added := [n for n in networks if n not in recorded]:
-        logger.info("%s: adding the conv tasks of %s", os.path.dirname(path), ", ".join(added))
+        logger.info("%s: adding the conv tasks of %s", split_dir, ", ".join(added))
 
 
 def resolve_paths(cfg: CollectConfig, info) -> CollectConfig:
@@ -488,10 +493,7 @@ def write_meta(cfg: CollectConfig, split: str, entries: list[Entry], *, info, ma
     out = os.path.join(cfg.out, split)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "meta.json")
-    created = machine["date"]
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            created = json.load(f).get("created", created)
+    created = (read_meta(out) or {}).get("created", machine["date"])
     meta = {
         "split": split,
         **({"networks": list(getattr(cfg, key))} if (key := networks_setting(split)) else {}),
@@ -524,11 +526,8 @@ def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
     """
     summary: dict[str, Any] = {}
     for split in SPLITS:
-        meta_path = os.path.join(out_dir, split, "meta.json")
-        if not os.path.exists(meta_path):
+        if (meta := read_meta(os.path.join(out_dir, split))) is None:
             continue
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
         src = os.path.join(out_dir, split)
         if work_dir and os.path.exists(os.path.join(work_dir, split, RECORD_FILE)):
             src = os.path.join(work_dir, split)
