@@ -23,6 +23,12 @@ from tuner.search.params import GP_KERNELS, BOConfig
 
 logger = logging.getLogger(__name__)
 
+#: Smallest kernel lengthscale (botorch's default GP uses the same floor). Knob vectors lie
+#: in about [0, 1]; without a floor, a lengthscale of a fit on a few dozen measurements
+#: could shrink to zero and the covariance turn non-finite (``NotPSDError`` in 5 rounds
+#: of 3 of 24 tuning runs, ``docs/bench/t128-nhwc-shipped.md``).
+MIN_LENGTHSCALE = 0.025
+
 
 def default_device() -> torch.device:
     """CUDA or ROCm (both appear as ``cuda`` in torch) when torch sees one, else the CPU."""
@@ -65,16 +71,20 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50, kernel: str = "
 
     Raises:
         ValueError: An unknown ``kernel``.
+        botorch.exceptions.errors.ModelFittingError: No attempt fitted, or the fit kept
+            (:func:`_fit_warning_resolved`) has non-finite hyper-parameters.
     """
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
+    from gpytorch.constraints import GreaterThan
     from gpytorch.kernels import MaternKernel, ScaleKernel
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     if kernel not in GP_KERNELS:
         raise ValueError(f"GP kernel {kernel!r}: choose {' or '.join(GP_KERNELS)}")
     d = x.shape[-1] - 1 if kernel == "knobs" else x.shape[-1]
-    covar = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d, active_dims=tuple(range(d))))
+    covar = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d, active_dims=tuple(range(d)),
+                                     lengthscale_constraint=GreaterThan(MIN_LENGTHSCALE)))
     gp = SingleTaskGP(x, y, covar_module=covar, mean_module=_prior_mean().to(x))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # botorch warns about input scaling and fit retries
@@ -83,6 +93,10 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50, kernel: str = "
         fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp),
                          optimizer_kwargs={"options": {"maxiter": max_iter}},
                          warning_handler=_fit_warning_resolved)
+    if not all(bool(torch.isfinite(p).all()) for p in gp.parameters()):
+        from botorch.exceptions.errors import ModelFittingError
+
+        raise ModelFittingError("the fit left non-finite hyper-parameters")
     return gp
 
 
