@@ -69,6 +69,8 @@ def _parse() -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="one task, 2 seeds, 64 trials")
     p.add_argument("--tasks", nargs="+", help="network/task names (default: see --quick)")
+    p.add_argument("--no-tasks", action="store_true",
+                   help="tune no single task, only the --networks end to end")
     p.add_argument("--presets", nargs="+", default=PRESETS)
     p.add_argument("--seeds", type=int, nargs="+")
     p.add_argument("--trials", type=int)
@@ -98,7 +100,12 @@ def _parse() -> argparse.Namespace:
                    help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
     args = p.parse_args()
-    args.tasks = args.tasks or (QUICK_TASKS if args.quick else FULL_TASKS)
+    if args.no_tasks and not args.networks:
+        p.error("--no-tasks leaves nothing to run: name the networks to tune end to end "
+                "with --networks, e.g. --networks alexnet resnet-18")
+    if args.no_tasks and args.tasks:
+        p.error("--no-tasks and --tasks contradict each other: drop one")
+    args.tasks = [] if args.no_tasks else args.tasks or (QUICK_TASKS if args.quick else FULL_TASKS)
     args.seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
     args.network_seeds = args.network_seeds or args.seeds[:1]
     args.trials = args.trials or (64 if args.quick else 256)

@@ -562,3 +562,19 @@ def test_run_records_name_paths_relative_to_the_repository_one_or_several():
     assert repo_relative([os.path.join(REPO, "checkpoints", "a.ckpt"),
                           os.path.join(REPO, "checkpoints", "a-seed1.ckpt")]) == [
         "checkpoints/a.ckpt", "checkpoints/a-seed1.ckpt"]
+
+
+def test_no_tasks_runs_only_the_networks_and_the_page_says_so(tmp_path):
+    import argparse
+
+    args = argparse.Namespace(tasks=[], presets=["xgb", "meta-BO-T"], seeds=[0], trials=32,
+                              batch=16, runs_dir=str(tmp_path), pool_dirs=[],
+                              report_only=False, overrides=[])
+    assert plan.run_tasks(args, "unused") == ([], 0)
+    assert not any(tmp_path.iterdir())  # no empty task-runs dir beside the network records
+    text = page.markdown({"command": "c", "date": "d", "machine": "m", "trials": 256,
+                          "batch": 16, "seeds": [0], "tasks": [],
+                          "network_budget": "2 rounds per task", "network_seeds": [0, 1],
+                          "summary": {}})
+    assert "256 trials per run" not in text
+    assert "networks end to end only, 2 rounds per task per network run, seeds [0, 1]" in text

@@ -170,8 +170,12 @@ def markdown(doc: dict) -> str:
                if doc.get("code") else []),
              *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),
-             f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
-             "each run a fresh process; same tasks, budgets and seeds for every framework",
+             (f"- {doc['trials']} trials per run, {doc['batch']} per round, seeds {doc['seeds']}; "
+              "each run a fresh process; same tasks, budgets and seeds for every framework"
+              if doc.get("tasks", True) else
+              "- no single-task runs (`--no-tasks`): the networks end to end only, "
+              f"{doc.get('network_budget')} per network run, seeds {doc.get('network_seeds')}; "
+              "each run a fresh process; same networks, budgets and seeds for every framework"),
              "- presets: xgb = MetaSchedule XGBoost + evolutionary; xgb-Xfer = XGBoost with "
              "transfer from the training split; RL = XGBoost + the RL search (after "
              "Chameleon); meta-BO / meta-BO-T = MetaTune (plain / super-graph) + batch BO; "

@@ -177,7 +177,8 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
     sub = f"t{args.trials}-b{args.batch}"
     own = os.path.join(args.runs_dir, sub)
     others = [os.path.join(d, sub) for d in getattr(args, "pool_dirs", [])]
-    os.makedirs(own, exist_ok=True)
+    if args.tasks:
+        os.makedirs(own, exist_ok=True)
     runs = []
     plan = [(t, s, p) for s in args.seeds for t in args.tasks for p in args.presets]
     for i, (task, seed, preset) in enumerate(plan, 1):
