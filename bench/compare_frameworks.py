@@ -57,8 +57,8 @@ import sys
 from common import REPO, machine_lines, provenance, show_slow_steps, write_results
 from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
-                             retime_groups, run_tasks, side_by_side, source_lines,
-                             tune_networks)
+                             network_sources, retime_groups, run_tasks, side_by_side,
+                             source_lines, tune_networks)
 from frameworks.plots import plot, plot_accuracy, plot_networks
 from frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
                               network_rows, overall, summarize)
@@ -179,7 +179,8 @@ def main() -> None:
            "platform": args.platform, "machines": machine_lines(
                measured + finished, several="- **several machines**: latencies compare only "
                "within one machine; every ratio is taken within one group"),
-           "trained_on": source_lines(measured), "code": code_lines(measured),
+           "trained_on": source_lines(measured + [network_sources(r) for r in finished]),
+           "code": code_lines(measured + finished),
            "tasks": args.tasks, "presets": args.presets, "seeds": args.seeds,
            "trials": args.trials, "batch": args.batch,
            "runs_done": len(measured), "runs_planned": planned,

@@ -578,3 +578,21 @@ def test_no_tasks_runs_only_the_networks_and_the_page_says_so(tmp_path):
                           "summary": {}})
     assert "256 trials per run" not in text
     assert "networks end to end only, 2 rounds per task per network run, seeds [0, 1]" in text
+
+
+def test_network_runs_say_what_their_cost_models_were_trained_on():
+    from common import REPO
+
+    def report(preset, cost_model, **cfg):
+        return {"preset": preset, "cost_model": cost_model, "config": cfg}
+
+    ckpt = os.path.join(REPO, "checkpoints", "a-super.ckpt")
+    reports = [report("meta-BO-T", "metatune", metatune={
+                   "checkpoint": ckpt, "ensemble": [ckpt.replace(".ckpt", "-seed1.ckpt")]},
+                   xfer={"data": None}),
+               report("xgb-Xfer", "xgb-xfer", metatune={"checkpoint": None},
+                      xfer={"data": [os.path.join(REPO, "data", "a", "train"), "data/b/t"]}),
+               report("xgb", "xgb", metatune={"checkpoint": ckpt}, xfer={"data": None})]
+    assert plan.source_lines([plan.network_sources(r) for r in reports]) == [
+        "- `checkpoints/a-super.ckpt + checkpoints/a-super-seed1.ckpt`: meta-BO-T",
+        "- `data/a/train + data/b/t`: xgb-Xfer"]

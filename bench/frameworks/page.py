@@ -166,7 +166,7 @@ def markdown(doc: dict) -> str:
              *(["- what the transferring cost models were trained on (a CPU other than the "
                 "run's is a transfer across CPUs):", *doc["trained_on"]]
                if doc.get("trained_on") else []),
-             *(["- code (git commit) of the task runs:", *doc["code"]]
+             *(["- code (git commit) of the runs:", *doc["code"]]
                if doc.get("code") else []),
              *([f"- task runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
                if doc.get("measured") else []),

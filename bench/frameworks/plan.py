@@ -48,6 +48,23 @@ def source_lines(runs: list[dict]) -> list[str]:
     return [f"- `{path}`: {', '.join(sorted(presets))}" for path, presets in used.items()]
 
 
+def network_sources(report: dict) -> dict:
+    """A network run's ``report.json`` as :func:`source_lines` reads a task run: its preset
+    and what its cost model was trained on, from the report's configuration (where
+    ``tune.py`` names the checkpoints and xgb-Xfer's data it used), repository-relative."""
+    from common import repo_relative
+
+    cfg = report.get("config", {})
+    model, xfer = cfg.get("metatune", {}), cfg.get("xfer", {})
+    sources = {"checkpoint": model.get("checkpoint") if report.get("cost_model") == "metatune"
+               else None,
+               "ensemble": model.get("ensemble") if report.get("cost_model") == "metatune"
+               else None,
+               "xfer_data": xfer.get("data") if report.get("cost_model") == "xgb-xfer" else None}
+    return {"preset": report.get("preset"),
+            **{k: repo_relative(v) for k, v in sources.items() if v}}
+
+
 def code_lines(runs: list[dict]) -> list[str]:
     """One markdown bullet per code version (git commit) the runs were measured with, with
     how many runs each: groups measured with different code are pooled, so the page says

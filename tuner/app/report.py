@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from metatune.provenance import machine_info
+from metatune.provenance import code_version, machine_info
 from tuner.app.config import TuneConfig, preset_of
 from tuner.app.monitor import read_curves
 from metatune.device import describe, resolve_device
@@ -63,6 +63,7 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
         "runtime": runtime_info(target_info.num_cores),
         "model_device": describe(resolve_device(cfg.device)),
         "config": asdict(cfg),
+        "code": code_version(),
         "work_dir": work_dir,
     }
 
