@@ -108,3 +108,26 @@ def test_a_checkpoints_seeds_beside_it_make_the_default_ensemble(tmp_path, monke
     assert with_model_sources(alone, info).metatune.ensemble == []
     blend = load_tune_config(overrides=["metatune.blend_k0=64"])
     assert with_model_sources(blend, info).metatune.ensemble == []  # a blend: it alone
+
+
+def test_xgb_xfer_transfers_from_what_the_default_checkpoint_was_trained_on(tmp_path,
+                                                                              monkeypatch):
+    from tuner.engine.platforms import checkpoint_splits, default_xfer_data
+
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    own = tmp_path / "data" / "llvm-haswell"
+    _touch(str(own / "train" / "meta.json"), "{}")
+    # no sidecar beside the checkpoint: the platform's own train split, as before
+    _touch(str(tmp_path / "checkpoints" / "llvm-haswell-super.ckpt"))
+    assert default_xfer_data(HASWELL) == str(own / "train")
+    sidecar = tmp_path / "checkpoints" / "llvm-haswell-super.json"
+    _touch(str(sidecar), json.dumps({"data": {"dir": "data/llvm-haswell",
+                                              "splits": ["../other/train", "net"]}}))
+    assert checkpoint_splits(str(sidecar).replace(".json", ".ckpt")) is None  # not all here
+    assert default_xfer_data(HASWELL) == str(own / "train")
+    _touch(str(tmp_path / "data" / "other" / "train" / "meta.json"), "{}")
+    _touch(str(own / "net" / "meta.json"), "{}")
+    assert default_xfer_data(HASWELL) == [str(tmp_path / "data" / "other" / "train"),
+                                          str(own / "net")]
+    _touch(str(sidecar), "not json")
+    assert default_xfer_data(HASWELL) == str(own / "train")

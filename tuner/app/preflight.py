@@ -31,14 +31,15 @@ logger = logging.getLogger(__name__)
 def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
     """The configuration with the cost model's checkpoints and xgb-xfer's data named: the
     ones a run left ``None`` become the target's own platform's, else the shipped ones of
-    its kind (:mod:`tuner.engine.platforms`), and a ``None`` ensemble the checkpoint's
-    seeds (:meth:`tuner.models.params.MetaTuneModelConfig.members`), so the report records
-    what was used.
+    its kind (:mod:`tuner.engine.platforms`; xgb-xfer's data: the splits the default
+    checkpoint was trained on), and a ``None`` ensemble the checkpoint's seeds
+    (:meth:`tuner.models.params.MetaTuneModelConfig.members`), so the report records what
+    was used.
 
     Raises:
         ConfigError: Nothing of the target's kind ships, and none was named.
     """
-    from tuner.engine.platforms import default_checkpoint_for, default_data_dir
+    from tuner.engine.platforms import default_checkpoint_for, default_xfer_data
 
     m, x = cfg.metatune, cfg.xfer
     if cfg.cost_model == "metatune" and not m.checkpoint and not m.from_scratch:
@@ -46,7 +47,7 @@ def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
     if cfg.cost_model == "metatune" and m.ensemble is None:
         m = replace(m, ensemble=m.members(m.checkpoint))  # its seeds, named
     if cfg.cost_model == "xgb-xfer" and not x.data:
-        x = replace(x, data=os.path.join(default_data_dir(target_info.target), "train"))
+        x = replace(x, data=default_xfer_data(target_info.target))
     return replace(cfg, metatune=m, xfer=x)
 
 

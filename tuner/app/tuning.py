@@ -21,7 +21,7 @@ from tuner.engine.durability import RecordFileGuard, as_write_error
 from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
-from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
+from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_xfer_data,
                                     own_checkpoint, own_data)
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
@@ -130,8 +130,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
     if name == "xgb-xfer":
         x = xfer or XferConfig()
         # absolute when given (resolved when the section was made); else the platform's
-        data = x.data or os.path.join(default_data_dir(target) if target is not None
-                                      else DEFAULT_DATA_DIR, "train")
+        data = x.data or (default_xfer_data(target) if target is not None
+                          else os.path.join(DEFAULT_DATA_DIR, "train"))
         kind = str(target.kind.name) if target is not None else "llvm"
         for split in as_split_dirs(data):
             measured = dataset_kind(split)

@@ -87,6 +87,37 @@ def default_data_dir(target) -> str:
     return repo_path("data", _shipped_for(str(target.kind.name), "dataset"))
 
 
+def checkpoint_splits(checkpoint: str) -> list[str] | None:
+    """The dataset splits a checkpoint was trained on, from the ``.json`` that ``train.py``
+    writes beside it (``data.dir`` and ``data.splits``), as absolute split directories;
+    ``None`` when it has no readable sidecar, or a split is not here."""
+    try:
+        with open(os.path.splitext(checkpoint)[0] + ".json", encoding="utf-8") as f:
+            data = json.load(f)["data"]
+        splits = [os.path.normpath(repo_path(data["dir"], s))
+                  for s in (data.get("splits") or ["train"])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return splits if all(os.path.isfile(os.path.join(s, "meta.json")) for s in splits) else None
+
+
+def default_xfer_data(target) -> str | list[str]:
+    """The splits ``xgb-xfer`` pre-trains on when none are named: those the target's
+    default MetaTune checkpoint (super graph) was trained on, so that both transfer from
+    the same measurements; else the ``train`` split of :func:`default_data_dir`.
+
+    Raises:
+        ConfigError: No dataset of the target's kind is here.
+    """
+    try:
+        splits = checkpoint_splits(default_checkpoint_for(target, "super"))
+    except ConfigError:  # no checkpoint of this kind ships; a dataset still may
+        splits = None
+    if splits:
+        return splits[0] if len(splits) == 1 else splits
+    return os.path.join(default_data_dir(target), "train")
+
+
 def default_checkpoint_for(target, graph: str) -> str:
     """The checkpoint a target's MetaTune cost model loads when none is named: its own
     platform's, else the shipped one of its kind.

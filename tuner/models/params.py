@@ -83,9 +83,10 @@ class XferConfig:
     Attributes:
         data: A dataset split directory, or a list of them pre-trained on together
             (e.g. ``[data/llvm-icelake-server/train,data/llvm-rocketlake/train-networks]``,
-            the data a checkpoint was trained on); ``None``: the ``train`` split of the
-            target's own platform's dataset when it is here, else of the shipped one (see
-            :mod:`tuner.engine.platforms`).
+            the data a checkpoint was trained on); ``None``: the splits the target's
+            default checkpoint was trained on, else the ``train`` split of the target's own
+            platform's dataset when it is here, else of the shipped one
+            (:func:`tuner.engine.platforms.default_xfer_data`).
         cache_dir: Where the pre-trained booster is cached (``None``: ``work/cache`` in
             the repository).
     """
