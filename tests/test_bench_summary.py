@@ -577,6 +577,7 @@ def test_no_tasks_runs_only_the_networks_and_the_page_says_so(tmp_path):
                           "network_budget": "2 rounds per task", "network_seeds": [0, 1],
                           "summary": {}})
     assert "256 trials per run" not in text
+    assert text.startswith("# Tuning frameworks side by side on whole networks")
     assert "networks end to end only, 2 rounds per task per network run, seeds [0, 1]" in text
 
 

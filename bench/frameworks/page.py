@@ -158,7 +158,9 @@ THREADS_FIXED = "2026-11-30T16:00:00+00:00"
 
 
 def markdown(doc: dict) -> str:
-    lines = ["# Tuning frameworks side by side on held-out convolutions", "",
+    lines = ["# Tuning frameworks side by side " + ("on held-out convolutions"
+                                                   if doc.get("tasks", True) else
+                                                   "on whole networks"), "",
              f"- command: `{doc['command']}`", f"- date: {doc['date']}",
              *(["- measured on (each group, one task or network and seed with every "
                 "preset, on one machine; every ratio is taken within a group):",
