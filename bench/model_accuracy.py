@@ -213,16 +213,6 @@ def network_workloads(split_dir: str, networks: list[str]) -> list[str]:
     return names
 
 
-def _sidecar_data(checkpoint: str) -> dict:
-    """The ``data`` section of the ``.json`` that ``train.py`` writes beside a checkpoint.
-
-    Raises:
-        OSError, ValueError, KeyError, TypeError: No readable sidecar, or none with it.
-    """
-    with open(os.path.splitext(checkpoint)[0] + ".json", encoding="utf-8") as f:
-        return json.load(f)["data"]
-
-
 def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], list[str]]:
     """The validation workloads the checkpoints were trained beside (their ``.json``
     sidecars), which must agree and come from ``data``, and the training splits of ``data``
@@ -232,12 +222,14 @@ def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], 
         SystemExit: A sidecar is unreadable, names no validation workload, another dataset,
             or other workloads or splits than the first checkpoint's.
     """
+    from tuner.engine.platforms import checkpoint_data
+
     names: list[str] | None = None
     splits: list[str] | None = None
     for checkpoint in checkpoints:
         sidecar = os.path.splitext(checkpoint)[0] + ".json"
         try:
-            meta = _sidecar_data(checkpoint)
+            meta = checkpoint_data(checkpoint)
             found, trained_on = list(meta["val_workloads"]), meta["dir"]
             found_splits = list(meta.get("splits") or ["train"])
         except (OSError, ValueError, KeyError, TypeError) as err:
@@ -267,9 +259,11 @@ def _refuse_trained_on(checkpoints: list[str], names: list[str]) -> None:
         SystemExit: A checkpoint trained on some of ``names`` (the message says how to
             leave them out).
     """
+    from tuner.engine.platforms import checkpoint_data
+
     for checkpoint in checkpoints:
         try:
-            trained = set(_sidecar_data(checkpoint)["train_workloads"])
+            trained = set(checkpoint_data(checkpoint)["train_workloads"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
         seen = sorted(trained.intersection(names))

@@ -54,13 +54,12 @@ def network_sources(report: dict) -> dict:
     ``tune.py`` names the checkpoints and xgb-Xfer's data it used), repository-relative."""
     from common import repo_relative
 
-    cfg = report.get("config", {})
-    model, xfer = cfg.get("metatune", {}), cfg.get("xfer", {})
-    sources = {"checkpoint": model.get("checkpoint") if report.get("cost_model") == "metatune"
-               else None,
-               "ensemble": model.get("ensemble") if report.get("cost_model") == "metatune"
-               else None,
-               "xfer_data": xfer.get("data") if report.get("cost_model") == "xgb-xfer" else None}
+    cfg, cost_model = report.get("config", {}), report.get("cost_model")
+    model = cfg.get("metatune", {})
+    sources = ({"checkpoint": model.get("checkpoint"), "ensemble": model.get("ensemble")}
+               if cost_model == "metatune" else
+               {"xfer_data": cfg.get("xfer", {}).get("data")} if cost_model == "xgb-xfer"
+               else {})
     return {"preset": report.get("preset"),
             **{k: repo_relative(v) for k, v in sources.items() if v}}
 

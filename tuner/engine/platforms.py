@@ -87,13 +87,24 @@ def default_data_dir(target) -> str:
     return repo_path("data", _shipped_for(str(target.kind.name), "dataset"))
 
 
+def checkpoint_data(checkpoint: str) -> dict:
+    """The ``data`` section of the ``.json`` that ``train.py`` writes beside a checkpoint
+    (``dir``, ``splits``, ``train_workloads``, ``val_workloads``, sample counts).
+
+    Raises:
+        OSError, ValueError, KeyError, TypeError: No readable sidecar, or none with that
+            section.
+    """
+    with open(os.path.splitext(checkpoint)[0] + ".json", encoding="utf-8") as f:
+        return json.load(f)["data"]
+
+
 def checkpoint_splits(checkpoint: str) -> list[str] | None:
-    """The dataset splits a checkpoint was trained on, from the ``.json`` that ``train.py``
-    writes beside it (``data.dir`` and ``data.splits``), as absolute split directories;
-    ``None`` when it has no readable sidecar, or a split is not here."""
+    """The dataset splits a checkpoint was trained on (:func:`checkpoint_data`'s ``dir``
+    and ``splits``), as absolute split directories; ``None`` when it has no readable
+    sidecar, or a split is not here."""
     try:
-        with open(os.path.splitext(checkpoint)[0] + ".json", encoding="utf-8") as f:
-            data = json.load(f)["data"]
+        data = checkpoint_data(checkpoint)
         splits = [os.path.normpath(repo_path(data["dir"], s))
                   for s in (data.get("splits") or ["train"])]
     except (OSError, ValueError, KeyError, TypeError):
