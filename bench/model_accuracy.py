@@ -143,7 +143,8 @@ def _markdown(doc: dict) -> str:
              if split.startswith("heldout") else
              f"{doc['workloads']} conv tasks of {nets} in the other networks' split"
              + (" in NHWC" if split == "train-networks-nhwc" else "")
-             + " (left out of training: a validation fold, used to choose training data)"
+             + " (not in the held-out split: a validation fold to choose on; left out of "
+             "training where a checkpoint was trained with data.leave_out_networks)"
              if split.startswith("train-networks") else
              f"{doc['workloads']} validation workloads of the training split (the "
              "checkpoints'; not trained on, used to choose settings)")

@@ -36,7 +36,7 @@ def test_the_ensemble_is_the_mean_of_its_members_alone(context_and_candidates):
     assert np.allclose(ens.predict(ctx, cands), expect, atol=1e-5)
 
 
-def test_the_ensemble_hashes_each_candidate_once(context_and_candidates, monkeypatch):
+def test_the_ensemble_hashes_each_candidate_once_to_predict_and_update(context_and_candidates, monkeypatch):
     import tvm_ffi
 
     ctx, cands = context_and_candidates
@@ -45,6 +45,9 @@ def test_the_ensemble_hashes_each_candidate_once(context_and_candidates, monkeyp
     real = tvm_ffi.structural_hash
     monkeypatch.setattr(tvm_ffi, "structural_hash", lambda m, *a: hashed.append(m) or real(m, *a))
     ens.predict(ctx, cands)
+    assert len([m for m in hashed if not m.same_as(ctx.mod)]) == len(cands)
+    hashed.clear()
+    ens.update(ctx, cands, _results(len(cands)))  # fine-tuning: once too, not per member
     assert len([m for m in hashed if not m.same_as(ctx.mod)]) == len(cands)
 
 

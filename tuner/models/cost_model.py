@@ -283,11 +283,12 @@ class MetaTuneCostModel(PyCostModel):
         _trim(self._emb, self.cache_size)
         return out
 
-    def _inputs(self, candidates):
-        """What the inner loop reads for these candidates (see :class:`TaskState`)."""
+    def _inputs(self, candidates, keys: list[int] | None = None):
+        """What the inner loop reads for these candidates (see :class:`TaskState`);
+        ``keys``: their structural hashes, when known."""
         if self.inner.head_only:
-            return list(self.embed(candidates))
-        return self.graphs(candidates)
+            return list(self.embed(candidates, keys))
+        return self.graphs(candidates, keys)
 
     def _stack(self, inputs: list):
         from torch_geometric.data import Batch
@@ -297,8 +298,14 @@ class MetaTuneCostModel(PyCostModel):
         return Batch.from_data_list(inputs).to(self.device)
 
     def update(self, context, candidates, results) -> None:
+        """Fine-tune on the task's measurements so far (:meth:`fine_tune`)."""
+        self.fine_tune(context, candidates, results)
+
+    def fine_tune(self, context, candidates, results, keys: list[int] | None = None) -> None:
         """Fine-tune on the task's measurements so far (failed ones skipped), starting from
-        the meta-learned weights, with the adaptation the checkpoint was meta-trained for."""
+        the meta-learned weights, with the adaptation the checkpoint was meta-trained for;
+        ``keys``: the candidates' structural hashes (:func:`candidate_keys`) when the caller
+        has them (MetaSchedule's ``update`` takes no more arguments)."""
         state = self.tasks.setdefault(self._key(context), TaskState())
         secs = [measured_seconds(r.run_secs, r.error_msg) for r in results]
         keep = [i for i, s in enumerate(secs) if s is not None]
@@ -307,7 +314,8 @@ class MetaTuneCostModel(PyCostModel):
         if self.blend_k0 > 0:
             self._update_local(state, context, [candidates[i] for i in keep],
                                [results[i] for i in keep])
-        state.inputs += self._inputs([candidates[i] for i in keep])
+        state.inputs += self._inputs([candidates[i] for i in keep],
+                                     None if keys is None else [keys[i] for i in keep])
         state.seconds += [secs[i] for i in keep]
         state.inputs = state.inputs[-self.max_support:]
         state.seconds = state.seconds[-self.max_support:]

@@ -60,9 +60,11 @@ class EnsembleCostModel(PyCostModel):
                                           graph_cache=cache) for m in models]
 
     def update(self, context, candidates, results) -> None:
-        """Fine-tune every member on the task's measurements so far."""
+        """Fine-tune every member on the task's measurements so far (the candidates are
+        hashed once for all members' caches)."""
+        keys = candidate_keys(candidates)
         for m in self.members:
-            m.update(context, candidates, results)
+            m.fine_tune(context, candidates, results, keys)
 
     def predict(self, context, candidates) -> np.ndarray:
         """The members' mean score, a float64 array in the candidates' order (the
