@@ -36,7 +36,7 @@ def test_the_ensemble_is_the_mean_of_its_members_alone(context_and_candidates):
     assert np.allclose(ens.predict(ctx, cands), expect, atol=1e-5)
 
 
-def test_the_ensemble_hashes_each_candidate_once_to_predict_and_update(context_and_candidates, monkeypatch):
+def test_the_ensemble_hashes_each_candidate_once(context_and_candidates, monkeypatch):
     import tvm_ffi
 
     ctx, cands = context_and_candidates
