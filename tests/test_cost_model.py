@@ -165,7 +165,8 @@ def test_checkpoint_from_another_cpu_loads_with_a_note():
     note = model.platform_note(here, own_checkpoint="checkpoints/llvm-znver3-super.ckpt")
     assert "llvm-znver3-super.ckpt" in note and "collect its data" not in note
     # where its data is collected but no checkpoint trained, the note says to train one
-    note = model.platform_note(here, own_data="data/llvm-znver3")
+    note = model.platform_note(
+        here, train_command="python train.py data_dir=data/llvm-znver3 graph=super")
     assert "python train.py data_dir=data/llvm-znver3 graph=super" in note
     assert "collect its data" not in note
 

@@ -12,7 +12,7 @@ import metatune.config
 from metatune.config import FALLBACK_CHECKPOINT, SHIPPED_DATASET
 from metatune.errors import ConfigError
 from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
-                                    own_data, platform_id)
+                                    own_data, own_train_command, platform_id)
 
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
 
@@ -49,6 +49,32 @@ def test_own_data_is_any_collected_split_of_the_targets_platform(tmp_path, monke
     assert own_data(HASWELL) is None
     _touch(str(tmp_path / "data" / "llvm-haswell" / "train-networks" / "meta.json"), "{}")
     assert own_data(HASWELL) == os.path.join("data", "llvm-haswell")  # no train split needed
+
+
+def test_the_note_trains_this_cpus_checkpoint_on_what_is_collected(tmp_path, monkeypatch):
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    own = tmp_path / "data" / "llvm-haswell"
+    _touch(str(own / "heldout-nhwc" / "meta.json"), "{}")
+    assert own_train_command(HASWELL, "super", None) is None  # held-out only: nothing to train
+    # network splits only: beside what the loaded checkpoint was trained on, as shipped ones
+    _touch(str(own / "train-networks-nhwc" / "meta.json"), "{}")
+    other = tmp_path / "data" / "llvm-znver4"
+    for split in ("train-networks", "train-nhwc"):
+        _touch(str(other / split / "meta.json"), "{}")
+    loaded = tmp_path / "checkpoints" / "llvm-znver4-super.ckpt"
+    _touch(str(loaded.with_suffix(".json")), json.dumps(
+        {"data": {"dir": "data/llvm-znver4", "splits": ["train-networks", "train-nhwc"]}}))
+    assert own_train_command(HASWELL, "super", str(loaded)) == (
+        "python train.py data_dir=data/llvm-haswell data.mixed_platforms=true "
+        "'data.splits=[../llvm-znver4/train-networks,../llvm-znver4/train-nhwc,"
+        "train-networks-nhwc]' graph=super")
+    assert own_train_command(HASWELL, "plain", None) == (
+        "python train.py data_dir=data/llvm-haswell 'data.splits=[train-networks-nhwc]' "
+        "graph=plain")
+    _touch(str(own / "train" / "meta.json"), "{}")  # a generated split: the dataset alone
+    assert own_train_command(HASWELL, "super", str(loaded)) == (
+        "python train.py data_dir=data/llvm-haswell 'data.splits=[train,train-networks-nhwc]' "
+        "graph=super")
 
 
 def test_another_target_kind_has_nothing_shipped():

@@ -22,7 +22,7 @@ from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
 from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_xfer_data,
-                                    own_checkpoint, own_data)
+                                    own_checkpoint, own_train_command)
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
@@ -111,8 +111,9 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
             if own and checkpoint and os.path.exists(checkpoint) and os.path.samefile(
                     own, checkpoint):
                 own = None  # it is the one loaded
-            note = model.platform_note(target, own_checkpoint=own,
-                                       own_data=None if own else own_data(target))
+            note = model.platform_note(
+                target, own_checkpoint=own,
+                train_command=None if own else own_train_command(target, m.graph, checkpoint))
             if note:  # a warning only when none of its data is of this CPU
                 logger.log(logging.INFO if model.covers(target) else logging.WARNING,
                            "%s", note)

@@ -155,6 +155,49 @@ def own_data(target) -> str | None:
     return repo_relative(own) if splits else None
 
 
+def training_splits(data_dir: str) -> list[str]:
+    """The training splits collected in a dataset: its folders named ``train*`` with a
+    ``meta.json`` (``train``, ``train-nhwc``, ``train-networks``, ...), sorted."""
+    path = repo_path(data_dir)
+    if not os.path.isdir(path):
+        return []
+    return [d for d in sorted(os.listdir(path)) if d.startswith("train")
+            and os.path.isfile(os.path.join(path, d, "meta.json"))]
+
+
+def own_train_command(target, graph: str, loaded: str | None) -> str | None:
+    """The command that trains the target CPU's own checkpoint from what is collected
+    here, for a note when another CPU's checkpoint is loaded.
+
+    With a generated ``train`` split the dataset trains alone; without one (network
+    splits only, as collected first on a new CPU) it trains beside the splits the loaded
+    checkpoint was trained on (``data.mixed_platforms``), as this repository's own
+    checkpoints for such CPUs were made.
+
+    Args:
+        target: A ``tvm.target.Target``.
+        graph: ``super`` or ``plain``.
+        loaded: The checkpoint loaded instead (its ``.json`` names its splits), if any.
+
+    Returns:
+        ``python train.py ...``, or ``None`` when the target's dataset holds no training
+        split (e.g. held-out splits only) or none is collected.
+    """
+    own = own_data(target)
+    splits = training_splits(own) if own else []
+    if not splits:
+        return None
+    if "train" in splits:
+        named = "" if splits == ["train"] else f" 'data.splits=[{','.join(splits)}]'"
+        return f"python train.py data_dir={own}{named} graph={graph}"
+    base = (checkpoint_splits(loaded) or []) if loaded else []
+    here = os.path.normpath(repo_path(own))
+    others = [os.path.relpath(b, here) for b in base if os.path.dirname(b) != here]
+    mixed = " data.mixed_platforms=true" if others else ""
+    return (f"python train.py data_dir={own}{mixed} "
+            f"'data.splits=[{','.join(others + splits)}]' graph={graph}")
+
+
 def own_checkpoint(target, graph: str) -> str | None:
     """The target's own platform's checkpoint (``checkpoints/<platform>-<graph>.ckpt``),
     ``None`` when this repository has none."""

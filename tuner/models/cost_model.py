@@ -82,7 +82,7 @@ class TrainedModel:
         return bool(mcpu) and mcpu in self.trained_cpus()
 
     def platform_note(self, target, own_checkpoint: str | None = None,
-                      own_data: str | None = None) -> str | None:
+                      train_command: str | None = None) -> str | None:
         """A note when the training data was measured for another CPU than ``target``'s,
         or for several (the checkpoint still works: its ranking transfers, and it
         fine-tunes online).
@@ -91,8 +91,10 @@ class TrainedModel:
             target: The ``tvm.target.Target`` tuned for.
             own_checkpoint: The target CPU's own checkpoint, when there is one and another
                 was loaded: the note points to it instead of advising to train one.
-            own_data: The target CPU's collected dataset, when there is one but no
-                checkpoint of this graph mode: the note advises training on it.
+            train_command: The command that trains the target CPU's checkpoint of this
+                graph mode from data collected here, when there is such data but no such
+                checkpoint (:func:`tuner.engine.platforms.own_train_command`): the note
+                gives it.
         """
         trained = _mcpu_of(self.platform.get("target"))
         mcpu = _target_mcpu(target)
@@ -100,10 +102,10 @@ class TrainedModel:
         if own_checkpoint:
             advice = (f"this CPU's own checkpoint is {own_checkpoint} (loaded when "
                       "metatune.checkpoint is left unset)")
-        elif own_data:
-            advice = (f"this CPU's data is collected in {own_data}: train its "
-                      f"{self.graph}-graph checkpoint on it (python train.py "
-                      f"data_dir={own_data} graph={self.graph}; README, Dataset and training)")
+        elif train_command:
+            advice = (f"this CPU's training data is collected here: train its "
+                      f"{self.graph}-graph checkpoint with {train_command} (README, Dataset "
+                      "and training)")
         else:
             advice = ("for a checkpoint of this CPU, collect its data (python collect.py run) "
                       "and train on it")
