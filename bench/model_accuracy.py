@@ -64,6 +64,11 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a MetaTune checkpoint to evaluate (repeatable); default: "
                         "metatune-super and metatune-plain = checkpoints/<dataset>-<graph>.ckpt")
     p.add_argument("--no-xgb", action="store_true", help="leave out xgb and xgb-Xfer")
+    p.add_argument("--seen-ok", action="store_true",
+                   help="score checkpoints on workloads of their training data too (by name: "
+                        "the same tasks measured on another CPU, or in the other layout) "
+                        "instead of refusing; to choose among checkpoints on a training "
+                        "split, never an accuracy to report: the page counts them")
     p.add_argument("--gp", action="store_true",
                    help="also score each checkpoint followed by the BO search's GP "
                         "(NAME+gp: how the tuner ranks candidates)")
@@ -252,26 +257,40 @@ def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], 
     return names or [], splits or ["train"]
 
 
-def _refuse_trained_on(checkpoints: list[str], names: list[str]) -> None:
+def _refuse_trained_on(checkpoints: list[str], names: list[str],
+                       allow: bool = False) -> dict[str, int]:
     """Refuse to score a checkpoint on workloads it was trained on (by its ``.json``
     sidecar's ``train_workloads``; a checkpoint without one is not checked).
 
+    Args:
+        checkpoints: The checkpoints' paths.
+        names: The scored workloads' names.
+        allow: Count them instead of refusing (``--seen-ok``).
+
+    Returns:
+        How many of ``names`` each checkpoint (by path) was trained on, where any.
+
     Raises:
-        SystemExit: A checkpoint trained on some of ``names`` (the message says how to
-            leave them out).
+        SystemExit: Without ``allow``, a checkpoint trained on some of ``names`` (the
+            message says how to leave them out).
     """
     from tuner.engine.platforms import checkpoint_data
 
+    counts = {}
     for checkpoint in checkpoints:
         try:
             trained = set(checkpoint_data(checkpoint)["train_workloads"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
         seen = sorted(trained.intersection(names))
-        if seen:
+        if seen and not allow:
             raise SystemExit(f"{checkpoint} was trained on {len(seen)} of the scored "
-                             f"workloads (e.g. {seen[0]}): score it on others, or train it "
-                             "without them (train.py data.leave_out_networks=[...])")
+                             f"workloads (e.g. {seen[0]}): score it on others, train it "
+                             "without them (train.py data.leave_out_networks=[...]), or, "
+                             "to choose among checkpoints on a training split, --seen-ok")
+        if seen:
+            counts[checkpoint] = len(seen)
+    return counts
 
 
 def _describe(cfg) -> str:
@@ -334,7 +353,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
             raise SystemExit(f"--split val: {len(set(names) - listed)} validation workloads "
                              f"of the checkpoints are in none of {', '.join(splits)} of "
                              f"{args.data} (e.g. {sorted(set(names) - listed)[0]})")
-        _refuse_trained_on([p for _, p in specs], names)
+        seen = _refuse_trained_on([p for _, p in specs], names, args.seen_ok)
         workloads = load_split_workloads(args.data, splits, modes,
                                          args.query + max(args.ks), names, args.limit)
     else:
@@ -345,12 +364,16 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         raise SystemExit(f"no {args.split} workload has {args.query + max(args.ks)} valid "
                          "samples: lower --query or the largest of --ks")
     if not val:
-        _refuse_trained_on([p for _, p in specs], [w.name for w in workloads])
+        seen = _refuse_trained_on([p for _, p in specs], [w.name for w in workloads],
+                                  args.seen_ok)
     logging.info("%d %s workloads loaded in %.0f s", len(workloads), args.split,
                  time.perf_counter() - start)
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}
     notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
-                   f"{_describe(models[name].inner.cfg)}" for name, path in specs}
+                   f"{_describe(models[name].inner.cfg)}"
+                   + (f"; **trained on {seen[path]} of the {len(workloads)} scored workloads** "
+                      "(by name, measured elsewhere)" if path in seen else "")
+             for name, path in specs}
     if args.gp_embed:
         for name in list(models):
             methods[f"{name}+gp-embed"] = GPMethod(methods[name], features="embed")

@@ -68,6 +68,9 @@ def test_a_checkpoint_is_not_scored_on_workloads_it_trained_on(tmp_path):
     model_accuracy._refuse_trained_on([str(tmp_path / "no-sidecar.ckpt")], ["n/w1"])
     with pytest.raises(SystemExit, match="trained on 1 of the scored.*leave_out_networks"):
         model_accuracy._refuse_trained_on([str(ckpt)], ["n/w1", "n/w2"])
+    # --seen-ok: counted, for the page, instead of refused
+    assert model_accuracy._refuse_trained_on([str(ckpt)], ["n/w1", "n/w2"], allow=True) == {
+        str(ckpt): 1}
 
 
 def test_ranking_ceiling_scores_one_platforms_order_against_anothers():
