@@ -36,11 +36,13 @@ DEFAULT_GRAPH = "super"
 #: uses (:mod:`tuner.engine.platforms`).
 SHIPPED_DATASET = "llvm-icelake-server"
 DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
-#: The platform whose checkpoints a target without checkpoints of its own loads: the
-#: rocketlake Xeon's, trained on two CPUs' data (the icelake-server generated split and its
-#: own network convs); chosen on a third CPU's validation fold (an AMD EPYC's googlenet
-#: convs, against the icelake-server one: ``docs/training-data-val-znver4.md``).
-FALLBACK_CHECKPOINT = "llvm-rocketlake"
+#: The platform whose checkpoints a target without checkpoints of its own loads (with
+#: their seed siblings, ``metatune.ensemble``): the AMD EPYC's, trained on six splits of
+#: three CPUs' data in NCHW and NHWC; chosen on a fourth CPU's validation fold (an Intel
+#: Xeon's googlenet convs in NHWC, against the rocketlake and icelake-server ones:
+#: ``docs/fallback-val-emeraldrapids.md``; until 2026-12-05 the rocketlake Xeon's,
+#: ``docs/training-data-val-znver4.md``).
+FALLBACK_CHECKPOINT = "llvm-znver4"
 #: Where caches go when a ``cache_dir`` is left ``null`` (encoded graphs, xgb-xfer's model).
 DEFAULT_CACHE_DIR = os.path.join(REPO_ROOT, "work", "cache")
 
