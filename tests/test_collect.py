@@ -145,6 +145,11 @@ def test_a_resumed_network_split_may_add_networks_but_not_drop_one(tmp_path, cap
     split = tmp_path / "train-more-networks-nhwc"
     split.mkdir()
     (split / "meta.json").write_text(json.dumps({"networks": ["a:x", "b:y"]}))
+    fewer = load_collect_config([f"out={tmp_path}", f"work_dir={tmp_path / 'w'}",
+                                 "more_networks=[a:x]"])
+    check_networks(fewer, "train-more-networks-nhwc")  # begun, nothing measured: any networks
+    with gzip.open(split / "database_tuning_record.json.gz", "wt") as f:
+        f.write('[0, [[], [], [], null], [0.001], null]\n')
     cfg = load_collect_config([f"out={tmp_path}", "more_networks=[a:x,b:y,c:z]"])
     with caplog.at_level(logging.INFO, logger="tuner.app.collect"):
         check_networks(cfg, "train-more-networks-nhwc")

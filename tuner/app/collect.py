@@ -302,9 +302,22 @@ def networks_setting(split: str) -> str | None:
     return "networks" if split.startswith("heldout") else None
 
 
+def _measured_any(split_dir: str, work_dir: str) -> bool:
+    """Whether a split holds any measurement, packed (``split_dir``) or in its working
+    copy (``work_dir``: the round in flight when a run stopped)."""
+    packed = os.path.join(split_dir, RECORD_FILE + ".gz")
+    if os.path.exists(packed):
+        with gzip.open(packed, "rt", encoding="utf-8") as f:
+            if any(line.strip() for line in f):
+                return True
+    plain = os.path.join(work_dir, RECORD_FILE)
+    return os.path.exists(plain) and os.path.getsize(plain) > 0
+
+
 def check_networks(cfg: CollectConfig, split: str) -> None:
     """Refuse to resume a split without networks it was collected from (their workloads
-    would drop out of its ``meta.json``); adding networks is logged.
+    would drop out of its ``meta.json``); adding networks is logged. A split begun but
+    with nothing measured yet takes this run's networks.
 
     Raises:
         DatasetSettingsError: The networks left out, and how to go on.
@@ -314,6 +327,8 @@ def check_networks(cfg: CollectConfig, split: str) -> None:
         return
     if (recorded := meta.get("networks")) is None:  # collected before they were recorded
         return
+    if not _measured_any(split_dir, os.path.join(cfg.work_dir or "", split)):
+        return  # begun, nothing measured: this run's networks replace the recorded ones
     networks = getattr(cfg, key)
     if missing := [n for n in recorded if n not in networks]:
         raise DatasetSettingsError(
