@@ -144,25 +144,26 @@ def default_checkpoint_for(target, graph: str) -> str:
             or default_checkpoint(_shipped_for(str(target.kind.name), "checkpoint"), graph=graph))
 
 
+def collected_splits(data_dir: str) -> list[str]:
+    """The splits collected in a dataset: its folders with a ``meta.json``, sorted."""
+    path = repo_path(data_dir)
+    if not os.path.isdir(path):
+        return []
+    return [d for d in sorted(os.listdir(path))
+            if os.path.isfile(os.path.join(path, d, "meta.json"))]
+
+
 def own_data(target) -> str | None:
     """The target's own platform's dataset (``data/<platform>``, relative to the
     repository) when any split of it has been collected here, else ``None``."""
     own = repo_path("data", platform_id(target))
-    if not os.path.isdir(own):
-        return None
-    splits = [d for d in sorted(os.listdir(own))
-              if os.path.isfile(os.path.join(own, d, "meta.json"))]
-    return repo_relative(own) if splits else None
+    return repo_relative(own) if collected_splits(own) else None
 
 
 def training_splits(data_dir: str) -> list[str]:
-    """The training splits collected in a dataset: its folders named ``train*`` with a
-    ``meta.json`` (``train``, ``train-nhwc``, ``train-networks``, ...), sorted."""
-    path = repo_path(data_dir)
-    if not os.path.isdir(path):
-        return []
-    return [d for d in sorted(os.listdir(path)) if d.startswith("train")
-            and os.path.isfile(os.path.join(path, d, "meta.json"))]
+    """The training splits collected in a dataset (``train``, ``train-nhwc``,
+    ``train-networks``, ...: :func:`collected_splits` named ``train*``), sorted."""
+    return [d for d in collected_splits(data_dir) if d.startswith("train")]
 
 
 def own_train_command(target, graph: str, loaded: str | None) -> str | None:
