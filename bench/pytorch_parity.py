@@ -301,7 +301,8 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
                       if la == lay and n == net and b == top and ratio]
             state = ("not run yet" if not at_top else
                      f"{'**reached**' if at_top[0][0] <= 1.0 else '**not reached**'}: "
-                     f"{at_top[0][0]:.2f}x eager ({at_top[0][1]} of {len(seeds)} seeds)")
+                     f"{at_top[0][0]:.2f}x eager (median of the {at_top[0][1]} of "
+                     f"{len(seeds)} seeds run at {top} trials)")
             lines.append(f"- {lay}: {net} at or below 1.0x PyTorch eager at {top} trials: "
                          f"{state}.")
     latest: dict[tuple[str, str], dict] = {}  # per layout and network: the largest budget's

@@ -150,4 +150,4 @@ def test_seeds_run_on_two_cpus_keep_their_own_ratios(tmp_path, monkeypatch):
         "20.0 / 40.0 | 20.0 / 40.0 | 0.50 / 0.75 | 0.62 |" in text
     assert "- `rocketlake`: cpu" in text and "**Several machines**" in text
     assert "alexnet at or below 1.0x PyTorch eager at 2048 trials: **reached**: 0.62x eager " \
-        "(2 of 2 seeds)" in text
+        "(median of the 2 of 2 seeds run at 2048 trials)" in text
