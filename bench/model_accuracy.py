@@ -302,6 +302,14 @@ def _describe(cfg) -> str:
     return f"{scope}, {cfg.steps} steps, {lr}, {cfg.loss} loss{context}"
 
 
+def _scale(calibration: dict | None) -> str:
+    """How a checkpoint's zero-shot scale was set (empty for none)."""
+    if not calibration:
+        return ""
+    return (f"; zero-shot scale calibrated on {calibration['workloads']} validation workloads "
+            f"(x {calibration['slope']:.3f} + {calibration['intercept']:.3f})")
+
+
 def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     """Run the comparison (command-line arguments ``argv``); returns the JSON document.
 
@@ -370,7 +378,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                  time.perf_counter() - start)
     methods = {name: MetaTuneMethod(model) for name, model in models.items()}
     notes = {name: f"`{os.path.relpath(path, REPO)}`: {models[name].graph} graph, adapts "
-                   f"{_describe(models[name].inner.cfg)}"
+                   f"{_describe(models[name].inner.cfg)}{_scale(models[name].calibration)}"
                    + (f"; **trained on {seen[path]} of the {len(workloads)} scored workloads** "
                       "(by name, measured elsewhere)" if path in seen else "")
              for name, path in specs}

@@ -170,6 +170,7 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     meta: MetaConfig = field(default_factory=MetaConfig)
+    calibrate: bool = True
 
     def __post_init__(self) -> None:
         """Check the graph mode and resolve the paths.
@@ -260,7 +261,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
                          loss=cfg.pretrain.loss, top_weight=cfg.pretrain.top_weight)
     pre.net.set_normalization(mean, std)
     if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
-        pre.net.load_state_dict(_pretrained_state(cfg.pretrained, cfg.graph, shape))
+        pre.net.load_state_dict(_pretrained_state(cfg.pretrained, cfg.graph, shape,
+                                                  m.adapt if m.steps == 0 else None))
     metrics: dict[str, float] = {}
     if cfg.pretrain.epochs > 0:
         trainer = pl.Trainer(max_epochs=cfg.pretrain.epochs, **common,
@@ -282,6 +284,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     else:
         trainer.strategy.connect(meta)
+    if cfg.calibrate:
+        metrics.update(calibrate_scale(meta, dm.val_workloads))
     out = cfg.out
     os.makedirs(os.path.dirname(out), exist_ok=True)
     if m.steps > 0:
@@ -292,6 +296,32 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         provenance = write_provenance(out, cfg, dm, metrics, time.perf_counter() - start)
         logger.info("checkpoint: %s (how it was made: %s)", out, provenance)
     return {"checkpoint": out, "metrics": metrics}
+
+
+def calibrate_scale(meta, val_workloads: list) -> dict[str, float]:
+    """Fold the zero-shot scale, fitted on the validation workloads, into the meta-trained
+    head (:func:`metatune.calibration.calibrate`) and record it in the module's settings.
+
+    A fit that cannot be made (no validation workloads, too few samples, a reversed fit)
+    leaves the head as it is, with a warning that says why.
+
+    Returns:
+        The calibration's figures as metrics (``calibration/*``), empty if none was made.
+    """
+    from metatune.calibration import calibrate
+    from metatune.errors import CalibrationError
+
+    try:
+        cal = calibrate(meta.net, val_workloads)
+    except CalibrationError as err:
+        logger.warning("checkpoint left uncalibrated: %s", err)
+        meta.hparams.calibration = None
+        return {}
+    meta.hparams.calibration = cal.to_dict()
+    logger.info("zero-shot scale: target = %.3f * score + %.3f on %d validation samples of %d "
+                "workloads (MSE %.4f -> %.4f)", cal.slope, cal.intercept, cal.samples,
+                cal.workloads, cal.mse_before, cal.mse_after)
+    return {f"calibration/{k}": float(v) for k, v in cal.to_dict().items()}
 
 
 def training_platform(data_dir: str, splits: list[str], mixed: bool = False) -> dict:
@@ -339,12 +369,20 @@ def training_layouts(data_dir: str, splits: list[str]) -> list[str]:
     return sorted({dataset_layout(os.path.join(data_dir, s)) for s in splits})
 
 
-def _pretrained_state(path: str, graph: str, shape: dict[str, Any]) -> dict[str, Any]:
+def _pretrained_state(path: str, graph: str, shape: dict[str, Any],
+                      adapt: AdaptConfig | None = None) -> dict[str, Any]:
     """The network weights of a ``train.py`` checkpoint, checked against this run.
+
+    Args:
+        path: The checkpoint.
+        graph: This run's graph mode.
+        shape: This run's network shape (``in_features`` and :class:`ModelConfig`).
+        adapt: This run's adaptation, when the checkpoint's head is kept as it was
+            meta-trained (``meta.steps=0``: it must have been meta-trained for the same).
 
     Raises:
         ConfigError: The checkpoint cannot be read, or was trained on another graph mode,
-            feature version or network shape.
+            feature version, network shape or (with ``adapt``) adaptation.
     """
     import torch
 
@@ -361,6 +399,20 @@ def _pretrained_state(path: str, graph: str, shape: dict[str, Any]) -> dict[str,
     if wrong:
         raise ConfigError(f"pretrained={path!r} does not match this run ({wrong} there, "
                           f"{ {k: want[k] for k in wrong} } here)")
+    if adapt is not None:
+        from metatune.checkpoint import adapt_settings
+
+        trained = adapt_settings(hparams.get("adapt"), hparams.get("alpha"),
+                                 hparams.get("inner_steps"))
+        if trained.meta_sgd or trained.context:
+            raise ConfigError(f"pretrained={path!r} learned step sizes or a support-set "
+                              "attention that meta.steps=0 would not keep: meta-train it again")
+        if trained != adapt:
+            diff = {k: v for k, v in trained.to_dict().items() if adapt.to_dict().get(k) != v}
+            raise ConfigError(f"pretrained={path!r} was meta-trained to adapt with {diff}, "
+                              f"this run keeps its head (meta.steps=0) and would adapt with "
+                              f"{ {k: adapt.to_dict()[k] for k in diff} }: pass "
+                              + " ".join(f"meta.adapt.{k}={v}" for k, v in diff.items()))
     return {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}
 
 
@@ -395,6 +447,13 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
         "metrics": metrics,
         "config": {**asdict(cfg), **{k: repo_relative(getattr(cfg, k)) for k in PATH_KEYS}},
     }
+    before = os.path.splitext(cfg.pretrained)[0] + ".json" if cfg.pretrained else None
+    if before and os.path.isfile(before):  # how the network started: kept whole
+        try:
+            with open(before, encoding="utf-8") as f:
+                doc["pretrained_from"] = json.load(f)
+        except (OSError, ValueError) as err:
+            doc["pretrained_from"] = f"unreadable {repo_relative(before)}: {err}"
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
     return path

@@ -40,6 +40,8 @@ class MetaModule(pl.LightningModule):
         platform: Where the training data was measured (target, CPU model and flags; see
             :func:`metatune.dataset.dataset_platform`), so that a tuner on another CPU can
             say it is transferring; ``layouts``: the data layouts of its convolutions.
+        calibration: The zero-shot scale folded into the head after meta-training
+            (:meth:`metatune.calibration.ScaleCalibration.to_dict`), ``None`` if none.
         alpha, inner_steps: Older checkpoints' names of ``adapt["lr"]`` and
             ``adapt["steps"]``; read when ``adapt`` is absent.
     """
@@ -50,7 +52,8 @@ class MetaModule(pl.LightningModule):
                  freeze_gcn: bool = True, zero_shot_weight: float = 0.0,
                  eval_steps: int | None = None,
                  graph: str | None = None, feature_version: int | None = FEATURE_VERSION,
-                 platform: dict[str, Any] | None = None, alpha: float | None = None,
+                 platform: dict[str, Any] | None = None,
+                 calibration: dict[str, Any] | None = None, alpha: float | None = None,
                  inner_steps: int | None = None) -> None:
         super().__init__()
         adapt = adapt_settings(adapt, alpha, inner_steps).to_dict()  # what is saved

@@ -52,3 +52,7 @@ class RunnerUnavailableError(MetaTuneError):
 
 class CheckpointError(MetaTuneError):
     """The cost-model checkpoint is missing, unreadable, or made for other graphs."""
+
+
+class CalibrationError(MetaTuneError):
+    """The zero-shot scale cannot be fitted (too few validation samples, a reversed fit)."""

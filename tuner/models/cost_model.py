@@ -46,12 +46,16 @@ class TrainedModel:
             from a checkpoint).
         inner: The :class:`metatune.maml.InnerLoop` (scope, steps, step sizes, loss).
         graph: The graph mode it was trained on.
+        platform: Where its training data was measured (the checkpoint's ``platform``).
+        calibration: The zero-shot scale folded into its head
+            (:class:`metatune.calibration.ScaleCalibration` fields), ``None`` if none.
     """
 
     net: MetaTuneNet
     inner: InnerLoop
     graph: str
     platform: dict = field(default_factory=dict)
+    calibration: dict | None = None
 
     def trained_cpus(self) -> list[str]:
         """The ``mcpu`` of every platform the training data was measured for."""
@@ -166,7 +170,8 @@ def load_model(checkpoint: str | None, *, graph: str | None = MetaTuneModelConfi
     check_compatible(checkpoint, hparams, graph or hparams.get("graph"))
     for p in [*net.parameters(), *inner.parameters()]:
         p.requires_grad_(False)  # adapted through fast weights, never trained in place
-    return TrainedModel(net, inner, hparams["graph"], dict(hparams.get("platform") or {}))
+    return TrainedModel(net, inner, hparams["graph"], dict(hparams.get("platform") or {}),
+                        hparams.get("calibration"))
 
 
 def check_compatible(checkpoint: str, hparams: dict, graph: str) -> None:
