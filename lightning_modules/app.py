@@ -315,7 +315,6 @@ def calibrate_scale(meta, val_workloads: list) -> dict[str, float]:
         cal = calibrate(meta.net, val_workloads)
     except CalibrationError as err:
         logger.warning("checkpoint left uncalibrated: %s", err)
-        meta.hparams.calibration = None
         return {}
     meta.hparams.calibration = cal.to_dict()
     logger.info("zero-shot scale: target = %.3f * score + %.3f on %d validation samples of %d "
@@ -426,7 +425,7 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
     import json
     import sys
 
-    path = os.path.splitext(checkpoint)[0] + ".json"
+    path = _sidecar(checkpoint)
     doc = {
         "checkpoint": os.path.basename(checkpoint),
         "command": "python train.py " + " ".join(sys.argv[1:]) if sys.argv[0].endswith(
@@ -447,7 +446,7 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
         "metrics": metrics,
         "config": {**asdict(cfg), **{k: repo_relative(getattr(cfg, k)) for k in PATH_KEYS}},
     }
-    before = os.path.splitext(cfg.pretrained)[0] + ".json" if cfg.pretrained else None
+    before = _sidecar(cfg.pretrained) if cfg.pretrained else None
     if before and os.path.isfile(before):  # how the network started: kept whole
         try:
             with open(before, encoding="utf-8") as f:
@@ -457,6 +456,11 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
     return path
+
+
+def _sidecar(checkpoint: str) -> str:
+    """The provenance ``.json`` that :func:`write_provenance` writes beside ``checkpoint``."""
+    return os.path.splitext(checkpoint)[0] + ".json"
 
 
 def _save_plain(module, path: str) -> None:

@@ -81,25 +81,17 @@ def test_calibrated_head_travels_in_the_checkpoint(tiny_data, tmp_path, caplog):
                           atol=1e-4)
 
 
-def _overrides(root, **extra) -> list[str]:
-    base = {"data_dir": root / "ds", "cache_dir": root / "cache", "log_dir": root / "runs",
-            "pretrain.epochs": 1, "meta.steps": 2, "meta.val_every": 2, "meta.ways": 2,
-            "meta.shots": 2, "meta.queries": 2, "meta.tasks_per_batch": 2,
-            "meta.val_tasks": 2, "model.hidden": 8, "model.head_hidden": 8,
-            "data.batch_size": 4, "accelerator": "cpu"}
-    base.update(extra)
-    return [f"{k}={v}" for k, v in base.items()]
-
-
 def test_an_existing_checkpoint_is_recalibrated_with_its_provenance(tiny_data, tmp_path):
     """``pretrained=<ckpt> pretrain.epochs=0 meta.steps=0`` keeps a checkpoint's network
     (calibrating it again) and nests its provenance; another adaptation is refused."""
     import json
 
     from lightning_modules.app import load_train_config, run_train
+    from tests.test_train import _overrides
 
     first = run_train(load_train_config(overrides=_overrides(
-        tiny_data, out=tmp_path / "a.ckpt")))["checkpoint"]
+        tiny_data, out=tmp_path / "a.ckpt", **{"pretrain.epochs": 1, "meta.steps": 2,
+                                               "meta.val_every": 2})))["checkpoint"]
     again = run_train(load_train_config(overrides=_overrides(
         tiny_data, out=tmp_path / "b.ckpt", pretrained=first, **{"pretrain.epochs": 0,
                                                                   "meta.steps": 0})))
