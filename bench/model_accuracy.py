@@ -118,12 +118,14 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _ensembles(specs: list[str], methods: dict) -> list[tuple[str, list[str]]]:
     """``--ensemble NAME=A+B`` as ``(NAME, [A, B])`` pairs, every member a method already
-    scored.
+    scored or an ensemble named before (so ``pair=a+b`` then ``mix=pair+xgb-Xfer`` weighs
+    the pair and xgb-Xfer alike).
 
     Raises:
         SystemExit: A malformed spec, a taken name or an unknown member.
     """
     out = []
+    methods = dict(methods)  # the ensembles named so far join them
     for spec in specs:
         name, _, rhs = spec.partition("=")
         members = [m for m in rhs.split("+") if m]
@@ -135,6 +137,7 @@ def _ensembles(specs: list[str], methods: dict) -> list[tuple[str, list[str]]]:
                 f"no method {unknown[0]!r} (these are scored: {', '.join(methods)})" if unknown
                 else f"{name!r} is taken by another method: name the ensemble otherwise"))
         out.append((name, members))
+        methods[name] = None
     return out
 
 
@@ -228,12 +231,13 @@ def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], 
         SystemExit: A sidecar is unreadable, names no validation workload, another dataset,
             or other workloads or splits than the first checkpoint's.
     """
+    from metatune.provenance import sidecar_path
     from tuner.engine.platforms import checkpoint_data
 
     names: list[str] | None = None
     splits: list[str] | None = None
     for checkpoint in checkpoints:
-        sidecar = os.path.splitext(checkpoint)[0] + ".json"
+        sidecar = sidecar_path(checkpoint)
         try:
             meta = checkpoint_data(checkpoint)
             found, trained_on = list(meta["val_workloads"]), meta["dir"]
@@ -337,10 +341,11 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         ["metatune-super", default_checkpoint(dataset, graph="super")],
         ["metatune-plain", default_checkpoint(dataset, graph="plain")]]
     val = args.split == "val"
-    if args.split.startswith("train-networks") and not (args.networks and args.no_xgb):
+    fold = args.split.startswith("train-networks")
+    if fold and not args.networks:
         raise SystemExit(f"--split {args.split}: name the networks the checkpoints left out "
-                         "(--networks ...; train.py data.leave_out_networks=[...]) and pass "
-                         "--no-xgb (xgb-Xfer's base model is not trained without them)")
+                         "(--networks ...; train.py data.leave_out_networks=[...]); "
+                         "xgb-Xfer's base model leaves them out too")
     if val and not args.no_xgb:
         raise SystemExit("--split val: xgb-Xfer's base model is trained on the whole training "
                          "split, these workloads included; pass --no-xgb")
@@ -415,7 +420,11 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     if not args.no_xgb:
         base = base_booster([os.path.join(args.train_data or args.data, sp)
                              for sp in args.xfer_splits or ["train"]], info.target,
-                            info.num_cores, args.cache_dir)
+                            info.num_cores, args.cache_dir,
+                            leave_out_networks=args.networks if fold else ())
+        if fold:
+            notes["xgb-Xfer"] = (METHOD_NOTES["xgb-Xfer"] + "; its base model trained "
+                                 "without the workloads of " + ", ".join(args.networks))
         methods.update({"xgb": local_xgb,
                         "xgb-Xfer": XGBMethod(info.target, info.num_cores, base)})
     for name, members in _ensembles(args.ensemble, methods):

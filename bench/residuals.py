@@ -15,12 +15,14 @@ same schedules; ``bench/ranking_ceiling.py`` scores the two measurements' agreem
   scores (ranks mapped to a standard normal), the residual of a measurement the part the
   model's score does not explain (``z_measured - r * z_model``). How much of it repeats in
   the other measurement (their correlation: the systematic share, the rest is noise or
-  varies between the two sittings), and how much of it four simple learners predict from
-  the task's other schedules: the mean residual of a schedule's nearest neighbours (in the
-  tuner's knob space, and in the model's graph embedding) and a ridge regression (over the
-  knob vectors, and over the embedding: the kind of correction the adapted linear head
-  makes), each fitted on one measurement's residuals and compared with the other's, so
-  that no noise is shared;
+  varies between the two sittings), and how much of it simple learners predict from the
+  task's other schedules, in three feature spaces (the tuner's knob vectors, the model's
+  graph embedding, and MetaSchedule's per-store features, what its XGBoost cost model
+  sees: each candidate's stores pooled by sum, max and mean): the mean residual of a
+  schedule's nearest neighbours, a ridge regression (over the embedding, the kind of
+  correction the adapted linear head makes) and boosted trees (XGBoost, cross-fitted over
+  five folds), each fitted on one measurement's residuals and compared with the other's,
+  so that no noise is shared;
 - **what their correction gives**: the measurement regressed on the model's score and the
   learner's guess (fitted on one measurement, the guess from every other schedule of the
   workload: usually more than the k = 64 of issue 13), its ranking scored against the
@@ -72,6 +74,12 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 RIDGE_PENALTY = 100.0  #: the ridge penalty (normal scores, standardized features; not tuned)
+TREE_FOLDS = 5  #: boosted trees predict each fold from the other folds
+TREE_PARAMS = {"max_depth": 3, "eta": 0.1, "subsample": 0.8, "nthread": 1, "seed": 0,
+               "objective": "reg:squarederror", "verbosity": 0}  #: not tuned
+TREE_ROUNDS = 60
+SPACES = {"knobs": "the tuner's knob space", "embed": "the model's graph embedding",
+          "stores": "MetaSchedule's per-store features"}  #: feature spaces, as the page names them
 
 
 def normal_scores(x: np.ndarray) -> np.ndarray:
@@ -115,6 +123,50 @@ def ridge_loo(features: np.ndarray, values: np.ndarray, lam: float) -> np.ndarra
     return values - (values - fitted) / np.maximum(1.0 - np.diag(hat), 1e-9)
 
 
+def trees_cross_fit(features: np.ndarray, values: np.ndarray,
+                    folds: int = TREE_FOLDS) -> np.ndarray:
+    """Each row's boosted-trees prediction of ``values`` from the other folds' rows.
+
+    Args:
+        features: ``n x d`` features.
+        values: ``n`` values.
+        folds: Folds (rows dealt to them in a fixed random order).
+
+    Returns:
+        An ``n`` array: row ``i`` predicted by XGBoost trained without its fold.
+    """
+    import xgboost as xgb
+
+    order = np.random.default_rng(0).permutation(len(values))
+    out = np.zeros(len(values))
+    for f in range(folds):
+        test = order[f::folds]
+        train = np.setdiff1d(order, test)
+        booster = xgb.train(TREE_PARAMS, xgb.DMatrix(features[train], label=values[train]),
+                            TREE_ROUNDS)
+        out[test] = booster.predict(xgb.DMatrix(features[test]))
+    return out
+
+
+def store_features(w, target) -> np.ndarray:
+    """MetaSchedule's per-store features of ``w``'s candidates, pooled per candidate.
+
+    Args:
+        w: A :class:`tuner.app.accuracy.EvalWorkload`.
+        target: The ``tvm.target.Target`` the features are extracted for.
+
+    Returns:
+        An ``n x 3f`` array: each candidate's ``stores x f`` features (``f`` = 164) summed,
+        maxed and averaged over its stores.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    context = ms.TuneContext(mod=w.mod, target=target)
+    per_store = ms.feature_extractor.PerStoreFeature().extract_from(context, w.candidates)
+    return np.stack([np.concatenate([f.sum(0), f.max(0), f.mean(0)])
+                     for f in (x.numpy().astype("float64") for x in per_store)])
+
+
 def _corr(a: np.ndarray, b: np.ndarray) -> float:
     """Pearson correlation (``nan`` when either is constant)."""
     if np.std(a) < 1e-12 or np.std(b) < 1e-12:
@@ -129,7 +181,8 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
     Args:
         prior: ``n`` model scores before any measurement of the task (higher: faster).
         secs1, secs2: ``n`` run times of the same candidates, measured twice.
-        spaces: Name -> ``n x d`` standardized features for the neighbour search.
+        spaces: Name -> ``n x d`` standardized features the learners see (names of
+            :data:`SPACES`, or any).
         m: Neighbours per candidate.
 
     Returns:
@@ -158,11 +211,11 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
            "spearman_model_truth": r_model / np.sqrt(r12) if r12 > 0 else float("nan"),
            "residual_systematic": _corr(e[0], e[1]),
            "residual_share": float(np.mean([ei.var() / zi.var() for ei, zi in zip(e, z)]))}
-    learners = {name: (lambda v, x=x: neighbour_means(x, v, m)) for name, x in spaces.items()}
-    for name in ("knobs", "embed"):  # ridge over the embedding: a linear head's fit
-        if name in spaces:
-            learners[f"ridge_{name}"] = (lambda v, x=spaces[name]:
-                                         ridge_loo(x, v, RIDGE_PENALTY))
+    learners = {}
+    for name, x in spaces.items():
+        learners[name] = lambda v, x=x: neighbour_means(x, v, m)
+        learners[f"ridge_{name}"] = lambda v, x=x: ridge_loo(x, v, RIDGE_PENALTY)
+        learners[f"trees_{name}"] = lambda v, x=x: trees_cross_fit(x, v)
     for name, learn in learners.items():
         corr, fixed, base = [], [], []
         for a, b in ((0, 1), (1, 0)):  # fitted on measurement a, scored on measurement b
@@ -205,14 +258,33 @@ def summarize(rows: list[dict]) -> dict:
     return {k: float(np.nanmean([r[k] for r in rows])) for k in keys}
 
 
+def _where_again(doc: dict) -> str:
+    """Where the repeat was measured, for the page."""
+    targets = doc.get("targets")
+    if not targets:
+        return "on the same kind of machine"
+    if targets["data"] == targets["repeat"]:
+        return f"for the same target, `{targets['repeat']}`"
+    return (f"on another CPU: `{targets['data']}` and `{targets['repeat']}`; the residual's "
+            "repeating share is then what the two CPUs' run times share beyond the model")
+
+
+def _what_differs(doc: dict) -> str:
+    targets = doc.get("targets")
+    if targets and targets["data"] != targets["repeat"]:
+        return "noise and the two CPUs' differences"
+    return "noise"
+
+
 def markdown(doc: dict) -> str:
     s = doc["summary"]
     lines = [f"# {doc['title']}", "", f"- command: `{doc['command']}`",
              f"- date: {doc['date']}", f"- computed on: {doc['machine']}",
              f"- checkpoint: `{doc['model']}` (its score before any measurement of the task, "
              "k = 0); data: `" + doc["data"] + "` and its repeat `" + doc["repeat"] +
-             f"` (split `{doc['split']}`; the same schedules measured twice on the same kind "
-             f"of machine): {doc['workloads']} workloads, {doc['samples']} schedules measured "
+             f"` (split `{doc['split']}`; the same schedules measured again, "
+             + _where_again(doc) +
+             f"): {doc['workloads']} workloads, {doc['samples']} schedules measured "
              f"twice ({doc['per_workload']} per workload); {doc['neighbours']} nearest "
              f"neighbours; {doc['seconds']:.0f} s"
              + (f"; skipped: {', '.join(doc['skipped'])}" if doc.get("skipped") else ""), "",
@@ -221,7 +293,8 @@ def markdown(doc: dict) -> str:
              "`model-accuracy*.md`); where two measurements enter, the mean of both "
              "directions:", "",
              "| figure | value |", "|---|---|",
-             f"| pairwise, measurement 1 against 2 (noise) | {s['pairwise_noise']:.3f} |",
+             f"| pairwise, measurement 1 against 2 ({_what_differs(doc)}) | "
+             f"{s['pairwise_noise']:.3f} |",
              f"| pairwise, model against a measurement | {s['pairwise_model']:.3f} |",
              f"| pairs the model scores alike (counted wrong by pairwise accuracy) | "
              f"{s['tied_pairs']:.4f} |",
@@ -235,11 +308,14 @@ def markdown(doc: dict) -> str:
              f"| share of the residual that repeats in the other measurement (systematic) | "
              f"{s['residual_systematic']:.3f} |"]
     m = doc["neighbours"]
-    for space, said in (("knobs", f"mean of the {m} nearest in the tuner's knob space"),
-                        ("embed", f"mean of the {m} nearest in the model's graph embedding"),
-                        ("ridge_knobs", f"ridge over the knob vectors, penalty {RIDGE_PENALTY:g}"),
-                        ("ridge_embed", f"ridge over the graph embedding, penalty "
-                                        f"{RIDGE_PENALTY:g}: a linear head's correction")):
+    learners = []
+    for space, where in SPACES.items():
+        learners += [(space, f"mean of the {m} nearest in {where}"),
+                     (f"ridge_{space}", f"ridge over {where}, penalty {RIDGE_PENALTY:g}"
+                      + (": a linear head's correction" if space == "embed" else "")),
+                     (f"trees_{space}", f"boosted trees over {where}, {TREE_FOLDS}-fold "
+                                        "cross-fitted")]
+    for space, said in learners:
         if f"nn_{space}" not in s:
             continue
         lines += [
@@ -249,7 +325,7 @@ def markdown(doc: dict) -> str:
             f"{s['pairwise_nn_' + space]:.3f} (model alone {s['pairwise_base_' + space]:.3f}) |"]
     lines += ["", "Read: the systematic share is the part of the residual a better model "
               "could still remove (the rest is noise); the correlations and the last rows "
-              "are what these four learners recover of it from the task's other "
+              "are what these learners recover of it from the task's other "
               "schedules, all of them measured (more than issue 13's 64 for most "
               "workloads). They are particular learners: a lower bound on what the task's "
               "measurements can teach, not a ceiling."]
@@ -271,10 +347,13 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     split_dir = os.path.join(args.data, args.split)
     model = load_model(args.model, graph=None)
-    load_tensor_intrinsics((resolve_target(data_target(split_dir)).kind,))
+    info = resolve_target(data_target(split_dir))
+    load_tensor_intrinsics((info.kind,))
+    target = info.target
     workloads = load_eval_workloads(split_dir, (model.graph,), args.min_shared, args.limit)
     traces = ordered_traces(split_dir)
-    again = repeat_times(os.path.join(args.repeat, args.split), {w.name for w in workloads})
+    again_dir = os.path.join(args.repeat, args.split)
+    again = repeat_times(again_dir, {w.name for w in workloads})
     method = MetaTuneMethod(model)
     rows, skipped = [], []
     for w in workloads:
@@ -292,6 +371,8 @@ def main(argv: list[str] | None = None) -> None:
         prior = method.adapted_scores(w, everything[:0], everything)[1][keep]
         secs2 = np.array([again[w.name][listed[i][0]] for i in keep])
         spaces = {"knobs": feature_matrix(w, "knobs")[keep]}
+        stores = store_features(w, target)[keep]
+        spaces["stores"] = stores[:, stores.std(0) > 1e-9]  # constant ones carry nothing
         if model.inner.head_only:  # the embedding the adapted head sees
             spaces["embed"] = feature_matrix(w, "embed", method)[keep]
         spaces = {k: _standardized(x) for k, x in spaces.items()}  # over the kept ones
@@ -310,6 +391,8 @@ def main(argv: list[str] | None = None) -> None:
            "title": "Where the model's ranking errors come from: noise, or the task's own "
                     "structure",
            "model": args.model, "data": args.data, "repeat": args.repeat, "split": args.split,
+           "targets": {"data": info.description,
+                       "repeat": resolve_target(data_target(again_dir)).description},
            "workloads": len(rows), "samples": int(sum(r["n"] for r in rows)),
            "per_workload": f"{min(r['n'] for r in rows)}-{max(r['n'] for r in rows)}",
            "skipped": skipped,

@@ -20,7 +20,7 @@ from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, REPO_ROOT, check_
 from metatune.dataset import EPISODE_TARGETS
 from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig
-from metatune.provenance import machine_info
+from metatune.provenance import machine_info, sidecar_path
 
 logger = logging.getLogger("metatune.train")
 DEFAULT_TRAIN_YAML = os.path.join(REPO_ROOT, "configs", "train.yaml")
@@ -260,9 +260,13 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay,
                          loss=cfg.pretrain.loss, top_weight=cfg.pretrain.top_weight)
     pre.net.set_normalization(mean, std)
+    kept: dict[str, Any] | None = None  # the calibration in a head kept as it was
     if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
-        pre.net.load_state_dict(_pretrained_state(cfg.pretrained, cfg.graph, shape,
-                                                  m.adapt if m.steps == 0 else None))
+        state, calibration = _pretrained_state(cfg.pretrained, cfg.graph, shape,
+                                               m.adapt if m.steps == 0 else None)
+        pre.net.load_state_dict(state)
+        if cfg.pretrain.epochs == 0 and m.steps == 0:
+            kept = calibration
     metrics: dict[str, float] = {}
     if cfg.pretrain.epochs > 0:
         trainer = pl.Trainer(max_epochs=cfg.pretrain.epochs, **common,
@@ -272,7 +276,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
                       freeze_gcn=m.freeze_gcn, zero_shot_weight=m.zero_shot_weight,
-                      graph=cfg.graph, platform=platform)
+                      graph=cfg.graph, platform=platform, calibration=kept)
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
                          val_check_interval=max(1, min(m.val_every, m.steps)),
@@ -302,19 +306,30 @@ def calibrate_scale(meta, val_workloads: list) -> dict[str, float]:
     """Fold the zero-shot scale, fitted on the validation workloads, into the meta-trained
     head (:func:`metatune.calibration.calibrate`) and record it in the module's settings.
 
-    A fit that cannot be made (no validation workloads, too few samples, a reversed fit)
-    leaves the head as it is, with a warning that says why.
+    A head that already carries a calibration (a checkpoint kept as it was, ``meta.steps=0``)
+    has it undone first, so the fit is made on the meta-trained scores as always and
+    calibrating again changes nothing. A fit that cannot be made (no validation workloads,
+    too few samples, a reversed fit) leaves the head as it was, with its calibration if it
+    had one, and a warning that says why.
 
     Returns:
         The calibration's figures as metrics (``calibration/*``), empty if none was made.
     """
-    from metatune.calibration import calibrate
+    from metatune.calibration import (ScaleCalibration, calibrate, fold_into_head,
+                                      unfold_from_head)
     from metatune.errors import CalibrationError
 
+    earlier = meta.hparams.get("calibration")
+    if earlier:
+        unfold_from_head(meta.net.head, ScaleCalibration.from_dict(earlier))
     try:
         cal = calibrate(meta.net, val_workloads)
     except CalibrationError as err:
-        logger.warning("checkpoint left uncalibrated: %s", err)
+        if earlier:
+            fold_into_head(meta.net.head, ScaleCalibration.from_dict(earlier))
+            logger.warning("the earlier calibration kept (slope %.3f): %s", earlier["slope"], err)
+        else:
+            logger.warning("checkpoint left uncalibrated: %s", err)
         return {}
     meta.hparams.calibration = cal.to_dict()
     logger.info("zero-shot scale: target = %.3f * score + %.3f on %d validation samples of %d "
@@ -369,8 +384,10 @@ def training_layouts(data_dir: str, splits: list[str]) -> list[str]:
 
 
 def _pretrained_state(path: str, graph: str, shape: dict[str, Any],
-                      adapt: AdaptConfig | None = None) -> dict[str, Any]:
-    """The network weights of a ``train.py`` checkpoint, checked against this run.
+                      adapt: AdaptConfig | None = None
+                      ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The network weights of a ``train.py`` checkpoint, checked against this run, and the
+    zero-shot scale folded into them (its settings' ``calibration``, ``None`` if none).
 
     Args:
         path: The checkpoint.
@@ -412,7 +429,8 @@ def _pretrained_state(path: str, graph: str, shape: dict[str, Any],
                               f"this run keeps its head (meta.steps=0) and would adapt with "
                               f"{ {k: adapt.to_dict()[k] for k in diff} }: pass "
                               + " ".join(f"meta.adapt.{k}={v}" for k, v in diff.items()))
-    return {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}
+    return ({k[len("net."):]: v for k, v in state.items() if k.startswith("net.")},
+            hparams.get("calibration"))
 
 
 def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, float],
@@ -425,7 +443,7 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
     import json
     import sys
 
-    path = _sidecar(checkpoint)
+    path = sidecar_path(checkpoint)
     doc = {
         "checkpoint": os.path.basename(checkpoint),
         "command": "python train.py " + " ".join(sys.argv[1:]) if sys.argv[0].endswith(
@@ -446,7 +464,7 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
         "metrics": metrics,
         "config": {**asdict(cfg), **{k: repo_relative(getattr(cfg, k)) for k in PATH_KEYS}},
     }
-    before = _sidecar(cfg.pretrained) if cfg.pretrained else None
+    before = sidecar_path(cfg.pretrained) if cfg.pretrained else None
     if before and os.path.isfile(before):  # how the network started: kept whole
         try:
             with open(before, encoding="utf-8") as f:
@@ -456,11 +474,6 @@ def write_provenance(checkpoint: str, cfg: TrainConfig, dm, metrics: dict[str, f
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
     return path
-
-
-def _sidecar(checkpoint: str) -> str:
-    """The provenance ``.json`` that :func:`write_provenance` writes beside ``checkpoint``."""
-    return os.path.splitext(checkpoint)[0] + ".json"
 
 
 def _save_plain(module, path: str) -> None:

@@ -13,7 +13,9 @@ the calibrated scale without code of their own.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -47,6 +49,11 @@ class ScaleCalibration:
     def to_dict(self) -> dict[str, float | int]:
         """The fields, rounded for a checkpoint's settings and its provenance JSON."""
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> ScaleCalibration:
+        """The calibration :meth:`to_dict` recorded (a checkpoint's ``calibration``)."""
+        return cls(**{f.name: fields[f.name] for f in dataclasses.fields(cls)})
 
 
 def fit_scale(scores: Tensor, targets: Tensor, workloads: int) -> ScaleCalibration:
@@ -101,6 +108,20 @@ def fold_into_head(head: nn.Sequential, calibration: ScaleCalibration) -> None:
     with torch.no_grad():
         last.weight.mul_(calibration.slope)
         last.bias.mul_(calibration.slope).add_(calibration.intercept)
+
+
+def unfold_from_head(head: nn.Sequential, calibration: ScaleCalibration) -> None:
+    """Undo :func:`fold_into_head`: ``head``'s output back to the score before the map.
+
+    Raises:
+        TypeError: The head does not end in a linear layer.
+    """
+    last = head[-1]
+    if not isinstance(last, nn.Linear):
+        raise TypeError(f"the head ends in {type(last).__name__}, not nn.Linear")
+    with torch.no_grad():
+        last.bias.sub_(calibration.intercept).div_(calibration.slope)
+        last.weight.div_(calibration.slope)
 
 
 def score_graphs(net: nn.Module, graphs: list, batch_size: int = 256) -> Tensor:

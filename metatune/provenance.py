@@ -9,6 +9,11 @@ import subprocess
 from typing import Any
 
 
+def sidecar_path(checkpoint: str) -> str:
+    """The provenance ``.json`` that ``train.py`` writes beside ``checkpoint``."""
+    return os.path.splitext(checkpoint)[0] + ".json"
+
+
 def machine_info() -> dict[str, Any]:
     """Where the numbers were measured: host, CPU, Python and library versions."""
     import torch

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from metatune.config import DEFAULT_DATA_DIR
-from tuner.app.accuracy import EvalWorkload, evaluate, relative_targets, split_indices, summarize
+from tuner.app.accuracy import (EvalWorkload, evaluate, relative_targets, split_indices, summarize,
+                                workload_order)
 from tuner.models.xgb_transfer import _discount
 
 
@@ -135,11 +136,17 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
 
     from tuner.app.accuracy import load_eval_workloads
     from tuner.engine.targets import resolve_target
-    from tuner.models.xgb_transfer import XferXGBModel, base_booster
+    from tuner.models.xgb_transfer import (XferError, XferXGBModel, base_booster,
+                                           train_base_booster)
 
     target = resolve_target("llvm").target
     split = str(tiny_data / "ds" / "train")
     base = base_booster(split, target, 1, str(tmp_path))
+    with pytest.raises(XferError, match="googlenet: no workload"):  # a fold it cannot leave out
+        base_booster(split, target, 1, str(tmp_path), leave_out_networks=["googlenet"])
+    names = [w["name"] for w in workload_order(split)]
+    with pytest.raises(XferError, match="no valid records"):  # every workload left out
+        train_base_booster(split, target, 1, leave_out=names)
     again = base_booster(split, target, 1, str(tmp_path))  # from the cache
     (w,) = load_eval_workloads(split, ("plain",), min_samples=6, limit=1)
     (v,) = load_eval_workloads(split, ("plain",), min_samples=6, names=[w.name])

@@ -54,11 +54,9 @@ def test_val_split_refuses_xgb():
         model_accuracy.main(["--split", "val"])
 
 
-def test_a_networks_fold_needs_its_networks_and_no_xgb():
+def test_a_networks_fold_needs_its_networks():
     with pytest.raises(SystemExit, match="--networks"):
         model_accuracy.main(["--split", "train-networks", "--no-xgb"])
-    with pytest.raises(SystemExit, match="--no-xgb"):
-        model_accuracy.main(["--split", "train-networks", "--networks", "googlenet"])
 
 
 def test_a_checkpoint_is_not_scored_on_workloads_it_trained_on(tmp_path):
@@ -140,6 +138,7 @@ def test_residuals_split_noise_from_what_neighbours_teach():
     assert row["tied_pairs"] == 0.0
     assert row["residual_systematic"] > 0.8  # the residual repeats: it is not noise
     assert row["nn_knobs"] > 0.5 and row["nn_ridge_knobs"] < row["nn_knobs"]  # not linear
+    assert row["nn_trees_knobs"] > 0.5  # boosted trees find it too
     assert row["pairwise_nn_knobs"] > row["pairwise_base_knobs"] + 0.03
     # a residual that is pure noise repeats in neither measurement nor in any neighbour
     gauss = rng.normal(size=n)  # normal, so its normal scores are linear in it
@@ -243,6 +242,11 @@ def test_an_ensemble_names_methods_already_scored():
     methods = {"super": 0, "plain": 0, "xgb-Xfer": 0}
     expect = [("both", ["super", "plain"])]
     assert model_accuracy._ensembles(["both=super+plain"], methods) == expect
+    nested = model_accuracy._ensembles(["both=super+plain", "mix=both+xgb-Xfer"], methods)
+    assert nested == [*expect, ("mix", ["both", "xgb-Xfer"])]  # an earlier ensemble joins
+    with pytest.raises(SystemExit, match="no method 'both'"):  # named later: not yet
+        model_accuracy._ensembles(["mix=both+xgb-Xfer", "both=super+plain"], methods)
+    assert "both" not in methods
     for spec, message in [("both=super", "two or more"), ("=super+plain", "two or more"),
                           ("both=super+gcn", "no method 'gcn'"), ("plain=super+xgb-Xfer", "taken")]:
         with pytest.raises(SystemExit, match=message):

@@ -77,8 +77,17 @@ def test_calibrated_head_travels_in_the_checkpoint(tiny_data, tmp_path, caplog):
     _save_plain(meta, str(tmp_path / "cal.ckpt"))
     net, _, hparams = load(str(tmp_path / "cal.ckpt"))
     assert hparams["calibration"] == cal
-    assert torch.allclose(score_graphs(net, graphs), cal["slope"] * raw + cal["intercept"],
-                          atol=1e-4)
+    calibrated = cal["slope"] * raw + cal["intercept"]
+    assert torch.allclose(score_graphs(net, graphs), calibrated, atol=1e-4)
+    # calibrating again fits the meta-trained scores, not the calibrated ones: no change
+    # (float32 round trips through the head: compared to a thousandth)
+    calibrate_scale(meta, workloads * 3)
+    assert meta.hparams.calibration["slope"] == pytest.approx(cal["slope"], rel=1e-3)
+    assert torch.allclose(score_graphs(meta.net, graphs), calibrated, rtol=1e-3, atol=1e-3)
+    # a fit that fails keeps the calibration the head carries, and its record
+    assert calibrate_scale(meta, workloads[:1]) == {} and "earlier calibration kept" in caplog.text
+    assert meta.hparams.calibration["slope"] == pytest.approx(cal["slope"], rel=1e-3)
+    assert torch.allclose(score_graphs(meta.net, graphs), calibrated, rtol=1e-3, atol=1e-3)
 
 
 def test_an_existing_checkpoint_is_recalibrated_with_its_provenance(tiny_data, tmp_path):

@@ -77,9 +77,10 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
                                                     "meta.zero_shot_weight=0.5"]))
     assert "meta/val_query_loss_after" in result["metrics"]
     import json
-    import os
 
-    with open(os.path.splitext(result["checkpoint"])[0] + ".json") as f:
+    from metatune.provenance import sidecar_path
+
+    with open(sidecar_path(result["checkpoint"])) as f:
         provenance = json.load(f)  # how, where and when the checkpoint was made
     assert provenance["data"]["train_workloads"] and provenance["machine"]["date"]
     assert provenance["config"]["graph"] == "super"

@@ -19,6 +19,7 @@ import os
 from metatune.config import (FALLBACK_CHECKPOINT, SHIPPED_DATASET, default_checkpoint,
                              platform_name, repo_path, repo_relative, target_dict)
 from metatune.errors import ConfigError
+from metatune.provenance import sidecar_path
 
 
 def platform_id(target) -> str:
@@ -95,7 +96,7 @@ def checkpoint_data(checkpoint: str) -> dict:
         OSError, ValueError, KeyError, TypeError: No readable sidecar, or none with that
             section.
     """
-    with open(os.path.splitext(checkpoint)[0] + ".json", encoding="utf-8") as f:
+    with open(sidecar_path(checkpoint), encoding="utf-8") as f:
         return json.load(f)["data"]
 
 

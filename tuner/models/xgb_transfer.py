@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Collection
 
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import XGBModel  # a derived object: subclass ._cls
 
-from metatune.dataset import as_split_dirs, iter_replayed, split_fingerprint
+from metatune.dataset import as_split_dirs, iter_replayed, network_workloads, split_fingerprint
 from metatune.errors import MetaTuneError
 from tuner.engine.database import as_candidate
 
@@ -41,7 +42,8 @@ def candidate_features(model: XGBModel, context, candidates) -> list[np.ndarray]
     return [x.numpy().astype("float32") for x in model.extractor.extract_from(context, candidates)]
 
 
-def train_base_booster(split_dir: str | list[str], target, num_cores: int):
+def train_base_booster(split_dir: str | list[str], target, num_cores: int,
+                       leave_out: Collection[str] = ()):
     """Train MetaSchedule's XGBoost on every workload of one or more dataset splits.
 
     Targets are MetaSchedule's own: each workload's best run time over the candidate's
@@ -51,6 +53,7 @@ def train_base_booster(split_dir: str | list[str], target, num_cores: int):
         split_dir: ``data/<target>/train``, or several splits trained on together.
         target: The ``tvm.target.Target`` the features are extracted for.
         num_cores: Threads for XGBoost.
+        leave_out: Workload names not trained on, in any split (a validation fold).
 
     Returns:
         The trained ``xgboost.Booster``.
@@ -63,6 +66,8 @@ def train_base_booster(split_dir: str | list[str], target, num_cores: int):
         logger.info("xgb-Xfer base model: replaying the records of %s (%d / %d)", d, n,
                     len(dirs))
         for item in iter_replayed(d):
+            if item.info["name"] in leave_out:
+                continue
             key = (d, item.info["name"])
             if key not in groups:
                 groups[key] = (item.workload.mod, [], [])
@@ -87,17 +92,23 @@ def train_base_booster(split_dir: str | list[str], target, num_cores: int):
     return model.booster
 
 
-def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: str):
+def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: str,
+                 leave_out_networks: Collection[str] = ()):
     """The xgb-Xfer base model of a split (or of several together), trained once and cached.
 
     Args:
         split_dir: ``data/<target>/train``, or several splits.
         target: The ``tvm.target.Target``.
         num_cores: Threads for XGBoost.
-        cache_dir: Where the trained booster is kept (keyed by the data files).
+        cache_dir: Where the trained booster is kept (keyed by the data files and the
+            networks left out).
+        leave_out_networks: Train on no workload these networks use (``meta.json``'s
+            ``networks``), as ``train.py data.leave_out_networks=[...]`` leaves them out of a
+            checkpoint's training: a validation fold.
 
     Raises:
-        XferError: The split has no data, or the cached booster is unreadable.
+        XferError: The split has no data, none of ``leave_out_networks`` is in it, or the
+            cached booster is unreadable.
     """
     import xgboost as xgb
 
@@ -106,8 +117,18 @@ def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: 
         if not os.path.isfile(os.path.join(d, "meta.json")):
             raise XferError(f"{d}/meta.json not found: xgb-Xfer pre-trains on the "
                             "dataset's training split (python collect.py run)")
+    leave_out: set[str] = set()
+    if leave_out_networks:
+        names, known = network_workloads(dirs, leave_out_networks)
+        unknown = sorted(set(leave_out_networks) - set(known))
+        if unknown:
+            raise XferError(f"{', '.join(unknown)}: no workload of {', '.join(dirs)} belongs "
+                            f"to it; their networks: {', '.join(known) or 'none'}")
+        leave_out = set(names)
     os.makedirs(cache_dir, exist_ok=True)
     key = "-".join(split_fingerprint(d) for d in dirs)  # one split: its fingerprint, as before
+    if leave_out_networks:
+        key += "-without-" + "-".join(sorted(leave_out_networks))
     path = os.path.join(cache_dir, f"xgb-xfer-{key}.json")
     if os.path.isfile(path):
         booster = xgb.Booster()
@@ -118,7 +139,7 @@ def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: 
             logger.warning("cached base model %s unreadable (%s): retraining", path, err)
     logger.info("training the xgb-Xfer base model on %s (once; cached in %s)", ", ".join(dirs),
                 cache_dir)
-    booster = train_base_booster(split_dir, target, num_cores)
+    booster = train_base_booster(split_dir, target, num_cores, leave_out)
     booster.save_model(path)
     return booster
 
