@@ -38,6 +38,10 @@ Usage:
     python bench/residuals.py --model checkpoints/llvm-znver4-super.ckpt \\
         --data data/llvm-znver4 --repeat data/llvm-znver4-repeat --split heldout-nhwc \\
         --out docs/residuals-znver4
+    # the same schedules measured on another CPU: what two CPUs' run times share
+    python bench/residuals.py --model checkpoints/llvm-znver4-super.ckpt \
+        --data data/llvm-znver4 --repeat data/llvm-emeraldrapids --split heldout-nhwc \
+        --out docs/residuals-znver4-vs-emeraldrapids
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", required=True, help="a train.py checkpoint")
     p.add_argument("--data", required=True, help="the dataset (data/llvm-<cpu>)")
     p.add_argument("--repeat", required=True,
-                   help="the same split measured again (e.g. data/llvm-znver4-repeat)")
+                   help="the same split measured again (e.g. data/llvm-znver4-repeat), or on "
+                        "another CPU (e.g. data/llvm-emeraldrapids)")
     p.add_argument("--split", default="heldout", help="the split (default heldout)")
     p.add_argument("--neighbours", type=int, default=5,
                    help="nearest neighbours whose residuals predict a candidate's")
