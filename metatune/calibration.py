@@ -93,6 +93,18 @@ def fit_scale(scores: Tensor, targets: Tensor, workloads: int) -> ScaleCalibrati
         mse_after=float(torch.mean((slope * x + intercept - y) ** 2)))
 
 
+def _last_linear(head: nn.Sequential) -> nn.Linear:
+    """The head's last layer, which the calibration rescales.
+
+    Raises:
+        TypeError: The head does not end in a linear layer.
+    """
+    last = head[-1]
+    if not isinstance(last, nn.Linear):
+        raise TypeError(f"the head ends in {type(last).__name__}, not nn.Linear")
+    return last
+
+
 def fold_into_head(head: nn.Sequential, calibration: ScaleCalibration) -> None:
     """Make ``head``'s output ``slope * output + intercept`` by rescaling its last layer.
 
@@ -102,9 +114,7 @@ def fold_into_head(head: nn.Sequential, calibration: ScaleCalibration) -> None:
     Raises:
         TypeError: The head does not end in a linear layer.
     """
-    last = head[-1]
-    if not isinstance(last, nn.Linear):
-        raise TypeError(f"the head ends in {type(last).__name__}, not nn.Linear")
+    last = _last_linear(head)
     with torch.no_grad():
         last.weight.mul_(calibration.slope)
         last.bias.mul_(calibration.slope).add_(calibration.intercept)
@@ -116,9 +126,7 @@ def unfold_from_head(head: nn.Sequential, calibration: ScaleCalibration) -> None
     Raises:
         TypeError: The head does not end in a linear layer.
     """
-    last = head[-1]
-    if not isinstance(last, nn.Linear):
-        raise TypeError(f"the head ends in {type(last).__name__}, not nn.Linear")
+    last = _last_linear(head)
     with torch.no_grad():
         last.bias.sub_(calibration.intercept).div_(calibration.slope)
         last.weight.div_(calibration.slope)
