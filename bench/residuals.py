@@ -329,7 +329,8 @@ def markdown(doc: dict) -> str:
             f"| pairwise, model and that guess, against the other measurement | "
             f"{s['pairwise_nn_' + space]:.3f} (model alone {s['pairwise_base_' + space]:.3f}) |"]
     lines += ["", "Read: the systematic share is the part of the residual a better model "
-              "could still remove (the rest is noise); the correlations and the last rows "
+              f"could still remove (the rest is {_what_differs(doc)}); the correlations and "
+              "the last rows "
               "are what these learners recover of it from the task's other "
               "schedules, all of them measured (more than issue 13's 64 for most "
               "workloads). They are particular learners: a lower bound on what the task's "
