@@ -13,9 +13,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
-from metatune.dataset import (EPISODE_TARGETS, WorkloadSamples, as_split_dirs, load_split,
-                              network_workloads)
-from metatune.errors import ConfigError
+from metatune.dataset import (EPISODE_TARGETS, WorkloadSamples, as_split_dirs, left_out_workloads,
+                              load_split)
 
 
 def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,
@@ -174,13 +173,7 @@ def _without_networks(workloads: list[WorkloadSamples], dirs: list[str],
         ConfigError: A named network uses no workload of these splits (the message lists
             the networks they have).
     """
-    names, known = network_workloads(dirs, networks)
-    unknown = sorted(set(networks) - set(known))
-    if unknown:
-        raise ConfigError(f"data.leave_out_networks={networks}: {', '.join(unknown)} uses no "
-                          f"workload of {', '.join(dirs)}; their networks: "
-                          f"{', '.join(known) or 'none'}")
-    drop = set(names)
+    drop = left_out_workloads(dirs, networks, "data.leave_out_networks")
     return [w for w in workloads if w.name not in drop]
 
 

@@ -319,15 +319,16 @@ def calibrate_scale(meta, val_workloads: list) -> dict[str, float]:
                                       unfold_from_head)
     from metatune.errors import CalibrationError
 
-    earlier = meta.hparams.get("calibration")
+    recorded = meta.hparams.get("calibration")
+    earlier = ScaleCalibration.from_dict(recorded) if recorded else None
     if earlier:
-        unfold_from_head(meta.net.head, ScaleCalibration.from_dict(earlier))
+        unfold_from_head(meta.net.head, earlier)
     try:
         cal = calibrate(meta.net, val_workloads)
     except CalibrationError as err:
         if earlier:
-            fold_into_head(meta.net.head, ScaleCalibration.from_dict(earlier))
-            logger.warning("the earlier calibration kept (slope %.3f): %s", earlier["slope"], err)
+            fold_into_head(meta.net.head, earlier)
+            logger.warning("the earlier calibration kept (slope %.3f): %s", earlier.slope, err)
         else:
             logger.warning("checkpoint left uncalibrated: %s", err)
         return {}

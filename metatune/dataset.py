@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from metatune.errors import ConfigError
 from metatune.graph import encode
 from metatune.records import ReadStats, iter_records, read_workload_json
 
@@ -212,6 +213,30 @@ def network_workloads(split_dirs: list[str],
     order = [w for d in split_dirs for w in workload_order(d)]
     known = sorted({n for w in order for n in w.get("networks", [])})
     return [w["name"] for w in order if set(w.get("networks", [])) & set(networks)], known
+
+
+def left_out_workloads(split_dirs: list[str], networks: Collection[str],
+                       setting: str) -> set[str]:
+    """The workloads of these splits that any of ``networks`` uses (:func:`network_workloads`),
+    to leave out of training: a validation fold.
+
+    Args:
+        split_dirs: The training splits.
+        networks: The networks left out.
+        setting: How the caller names the networks, for the message
+            (e.g. ``data.leave_out_networks``).
+
+    Raises:
+        ConfigError: A named network uses no workload of these splits (the message lists
+            the networks they have).
+    """
+    names, known = network_workloads(split_dirs, networks)
+    unknown = sorted(set(networks) - set(known))
+    if unknown:
+        raise ConfigError(f"{setting}={list(networks)}: {', '.join(unknown)} uses no workload "
+                          f"of {', '.join(split_dirs)}; their networks: "
+                          f"{', '.join(known) or 'none'}")
+    return set(names)
 
 
 def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from metatune.config import DEFAULT_DATA_DIR
+from metatune.errors import ConfigError
 from tuner.app.accuracy import (EvalWorkload, evaluate, relative_targets, split_indices, summarize,
                                 workload_order)
 from tuner.models.xgb_transfer import _discount
@@ -142,7 +143,7 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     target = resolve_target("llvm").target
     split = str(tiny_data / "ds" / "train")
     base = base_booster(split, target, 1, str(tmp_path))
-    with pytest.raises(XferError, match="googlenet: no workload"):  # a fold it cannot leave out
+    with pytest.raises(ConfigError, match="googlenet uses no workload"):  # no such fold here
         base_booster(split, target, 1, str(tmp_path), leave_out_networks=["googlenet"])
     names = [w["name"] for w in workload_order(split)]
     with pytest.raises(XferError, match="no valid records"):  # every workload left out
@@ -207,7 +208,6 @@ def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
 def test_xfer_refuses_data_of_another_target():
     import tvm
 
-    from metatune.errors import ConfigError
     from tuner.app.tuning import make_cost_model
     from tuner.models.params import XferConfig
 

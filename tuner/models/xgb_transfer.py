@@ -21,7 +21,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import XGBModel  # a derived object: subclass ._cls
 
-from metatune.dataset import as_split_dirs, iter_replayed, network_workloads, split_fingerprint
+from metatune.dataset import as_split_dirs, iter_replayed, left_out_workloads, split_fingerprint
 from metatune.errors import MetaTuneError
 from tuner.engine.database import as_candidate
 
@@ -107,8 +107,8 @@ def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: 
             checkpoint's training: a validation fold.
 
     Raises:
-        XferError: The split has no data, none of ``leave_out_networks`` is in it, or the
-            cached booster is unreadable.
+        XferError: The split has no data, or the cached booster is unreadable.
+        ConfigError: A network of ``leave_out_networks`` uses no workload of the splits.
     """
     import xgboost as xgb
 
@@ -117,14 +117,8 @@ def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: 
         if not os.path.isfile(os.path.join(d, "meta.json")):
             raise XferError(f"{d}/meta.json not found: xgb-Xfer pre-trains on the "
                             "dataset's training split (python collect.py run)")
-    leave_out: set[str] = set()
-    if leave_out_networks:
-        names, known = network_workloads(dirs, leave_out_networks)
-        unknown = sorted(set(leave_out_networks) - set(known))
-        if unknown:
-            raise XferError(f"{', '.join(unknown)}: no workload of {', '.join(dirs)} belongs "
-                            f"to it; their networks: {', '.join(known) or 'none'}")
-        leave_out = set(names)
+    leave_out = (left_out_workloads(dirs, leave_out_networks, "leave_out_networks")
+                 if leave_out_networks else set())
     os.makedirs(cache_dir, exist_ok=True)
     key = "-".join(split_fingerprint(d) for d in dirs)  # one split: its fingerprint, as before
     if leave_out_networks:
