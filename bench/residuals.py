@@ -18,11 +18,17 @@ same schedules; ``bench/ranking_ceiling.py`` scores the two measurements' agreem
   varies between the two sittings), and how much of it simple learners predict from the
   task's other schedules, in three feature spaces (the tuner's knob vectors, the model's
   graph embedding, and MetaSchedule's per-store features, what its XGBoost cost model
-  sees: each candidate's stores pooled by sum, max and mean): the mean residual of a
+  sees: each candidate's stores pooled by sum, max and mean), and with ``--compiled`` a
+  fourth (counts read from each schedule's assembly, what LLVM made of it:
+  :mod:`compiled_code`): the mean residual of a
   schedule's nearest neighbours, a ridge regression (over the embedding, the kind of
   correction the adapted linear head makes) and boosted trees (XGBoost, cross-fitted over
   five folds), each fitted on one measurement's residuals and compared with the other's,
   so that no noise is shared;
+- **a global correction**: boosted trees over the spaces whose features mean the same in
+  every workload (embedding, per-store, compiled), trained on the other workloads'
+  residuals only (each workload left out once): what a better global model could learn
+  from those features, before any measurement of the task;
 - **what their correction gives**: the measurement regressed on the model's score and the
   learner's guess (fitted on one measurement, the guess from every other schedule of the
   workload: usually more than the k = 64 of issue 13), its ranking scored against the
@@ -39,9 +45,13 @@ Usage:
         --data data/llvm-znver4 --repeat data/llvm-znver4-repeat --split heldout-nhwc \\
         --out docs/residuals-znver4
     # the same schedules measured on another CPU: what two CPUs' run times share
-    python bench/residuals.py --model checkpoints/llvm-znver4-super.ckpt \
-        --data data/llvm-znver4 --repeat data/llvm-emeraldrapids --split heldout-nhwc \
+    python bench/residuals.py --model checkpoints/llvm-znver4-super.ckpt \\
+        --data data/llvm-znver4 --repeat data/llvm-emeraldrapids --split heldout-nhwc \\
         --out docs/residuals-znver4-vs-emeraldrapids
+    # and what the compiled code shows (builds every schedule once, cached)
+    python bench/residuals.py --model checkpoints/llvm-emeraldrapids-super.ckpt \\
+        --data data/llvm-emeraldrapids --repeat data/llvm-znver4 --split heldout-nhwc \\
+        --compiled --out docs/residuals-compiled-emeraldrapids
 """
 
 from __future__ import annotations
@@ -74,6 +84,12 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--min-shared", type=int, default=16,
                    help="workloads with fewer schedules measured twice are skipped")
     p.add_argument("--limit", type=int, default=None, help="first N workloads only")
+    p.add_argument("--compiled", action="store_true",
+                   help="also a fourth space: counts read from each schedule's assembly, "
+                        "built for the data's target (bench/compiled_code.py; about 0.65 s "
+                        "a schedule on 2 cores the first time, cached)")
+    p.add_argument("--cache", default="work/cache/compiled",
+                   help="where the compiled-code features are kept")
     p.add_argument("--out", default="docs/residuals")
     return p.parse_args(argv)
 
@@ -83,8 +99,13 @@ TREE_FOLDS = 5  #: boosted trees predict each fold from the other folds
 TREE_PARAMS = {"max_depth": 3, "eta": 0.1, "subsample": 0.8, "nthread": 1, "seed": 0,
                "objective": "reg:squarederror", "verbosity": 0}  #: not tuned
 TREE_ROUNDS = 60
+GLOBAL_ROUNDS = 100  #: boosted trees of the global correction (not tuned)
+GLOBAL_PARAMS = {**TREE_PARAMS, "max_depth": 4, "nthread": 2}
+GLOBAL_FOLDS = 5  #: one in five of the other workloads weighs the guess, the rest train it
 SPACES = {"knobs": "the tuner's knob space", "embed": "the model's graph embedding",
-          "stores": "MetaSchedule's per-store features"}  #: feature spaces, as the page names them
+          "stores": "MetaSchedule's per-store features",
+          "compiled": "the compiled code's counts"}  #: feature spaces, as the page names them
+GLOBAL_SPACES = ("embed", "stores", "compiled")  #: a feature means the same in every workload
 
 
 def normal_scores(x: np.ndarray) -> np.ndarray:
@@ -179,6 +200,23 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def residuals(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray
+              ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The model's and both measurements' normal scores, and each measurement's residual.
+
+    Args:
+        prior: ``n`` model scores (higher: faster).
+        secs1, secs2: ``n`` run times of the same candidates, measured twice.
+
+    Returns:
+        ``(zp, (z1, z2), (e1, e2))``, each ``n``: ``e = z - corr(z, zp) * zp``.
+    """
+    zp = normal_scores(prior)
+    z = (normal_scores(1.0 / secs1), normal_scores(1.0 / secs2))
+    e = (z[0] - _corr(z[0], zp) * zp, z[1] - _corr(z[1], zp) * zp)
+    return zp, z, e
+
+
 def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
               spaces: dict[str, np.ndarray], m: int) -> dict | None:
     """One workload's decomposition (module docstring).
@@ -202,9 +240,7 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
     y = (1.0 / secs1, 1.0 / secs2)
     if min(np.std(prior), np.std(y[0]), np.std(y[1])) < 1e-12:
         return None
-    zp = normal_scores(prior)
-    z = tuple(normal_scores(v) for v in y)
-    e = tuple(zi - _corr(zi, zp) * zp for zi in z)
+    zp, z, e = residuals(prior, secs1, secs2)
     r12 = float(stats.spearmanr(y[0], y[1])[0])
     r_model = 0.5 * sum(float(stats.spearmanr(prior, v)[0]) for v in y)
     upper = np.triu_indices(len(prior), 1)
@@ -236,6 +272,101 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
         row[f"pairwise_nn_{name}"] = float(np.mean(fixed))
         row[f"pairwise_base_{name}"] = float(np.mean(base))
     return row
+
+
+def global_corrections(items: list[dict], space: str) -> list[dict]:
+    """Each workload's residual guessed by boosted trees trained on the other workloads'.
+
+    The correction a better global model could make from one feature space (its features
+    mean the same in every workload): trees trained on measurement a's residuals of every
+    other workload but one in :data:`GLOBAL_FOLDS` guess this workload's, the guess is
+    scored against measurement b's residual, and the model's score corrected by it is
+    ranked against measurement b (the score's and the guess's weights fitted on the
+    workloads left out of the trees, so on guesses as unseen as this one's); both
+    directions averaged. Nothing of the workload itself, measured or not, is trained on.
+
+    Args:
+        items: Per workload: ``prior``, ``secs`` (both measurements' run times, ``n``
+            each) and ``features`` (space -> ``n x d``, ``d`` the same for every workload).
+        space: The feature space.
+
+    Returns:
+        Per workload (in order), ``{"nn_global_<space>": correlation,
+        "pairwise_nn_global_<space>": corrected, "pairwise_base_global_<space>": model}``.
+    """
+    import xgboost as xgb
+
+    from metatune.metrics import pairwise_accuracy
+
+    parts = [residuals(it["prior"], *it["secs"]) for it in items]
+    x = [it["features"][space] for it in items]
+    order = np.random.default_rng(0).permutation(len(items))
+    out = []
+    for i in range(len(items)):
+        others = [j for j in order if j != i]
+        weigh = others[::GLOBAL_FOLDS]
+        train = [j for j in others if j not in weigh]
+        corr, fixed, base = [], [], []
+        for a, b in ((0, 1), (1, 0)):
+            booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(
+                np.concatenate([x[j] for j in train]),
+                label=np.concatenate([parts[j][2][a] for j in train])), GLOBAL_ROUNDS)
+            # the weights of score and guess: fitted on workloads the trees did not see
+            held = booster.predict(xgb.DMatrix(np.concatenate([x[j] for j in weigh])))
+            scores = np.concatenate([parts[j][0] for j in weigh])
+            coef = np.linalg.lstsq(np.stack([scores, held], 1),
+                                   np.concatenate([parts[j][1][a] for j in weigh]), rcond=None)[0]
+            zp, _, e = parts[i]
+            guess = booster.predict(xgb.DMatrix(x[i]))
+            corr.append(_corr(guess, e[b]))
+            y_b = 1.0 / items[i]["secs"][b]
+            fixed.append(pairwise_accuracy(coef[0] * zp + max(coef[1], 0.0) * guess, y_b))
+            base.append(pairwise_accuracy(zp, y_b))
+        out.append({f"nn_global_{space}": float(np.mean(corr)),
+                    f"pairwise_nn_global_{space}": float(np.mean(fixed)),
+                    f"pairwise_base_global_{space}": float(np.mean(base))})
+    return out
+
+
+def feature_correlations(items: list[dict], space: str, names: list[str], top: int = 8
+                         ) -> list[dict]:
+    """The features of ``space`` that go most with the model's residual, pooled.
+
+    Each feature standardized within its workload, then correlated over all workloads'
+    schedules with the residual (the mean of both measurements') and with the measured
+    throughput (normal scores, the mean of both).
+
+    Args:
+        items: As :func:`global_corrections`; ``features[space]``'s first ``len(names)``
+            columns are the raw features.
+        space: The feature space.
+        names: The raw features' names.
+        top: How many to keep.
+
+    Returns:
+        ``top`` dicts ``{"feature", "residual", "throughput"}``, by |residual correlation|.
+    """
+    from tuner.app.accuracy import _standardized
+
+    parts = [residuals(it["prior"], *it["secs"]) for it in items]
+    f = np.concatenate([_standardized(it["features"][space][:, :len(names)]) for it in items])
+    e = np.concatenate([0.5 * (p[2][0] + p[2][1]) for p in parts])
+    z = np.concatenate([0.5 * (p[1][0] + p[1][1]) for p in parts])
+    rows = [{"feature": n, "residual": _corr(f[:, j], e), "throughput": _corr(f[:, j], z)}
+            for j, n in enumerate(names)]
+    rows = [r for r in rows if not np.isnan(r["residual"])]
+    return sorted(rows, key=lambda r: -abs(r["residual"]))[:top]
+
+
+def _compiled(w, traces: list[str], target, cache: str) -> np.ndarray:
+    """``w``'s compiled-code features (:mod:`compiled_code`), log-scaled, a schedule that did
+    not build given each feature's median."""
+    from compiled_code import compiled_features
+
+    x = compiled_features(w.name, w.candidates, traces, target, cache)
+    if np.isnan(x).any():
+        x = np.where(np.isnan(x), np.nan_to_num(np.nanmedian(x, 0)), x)
+    return np.log1p(np.maximum(x, 0.0))
 
 
 def repeat_times(split_dir: str, names: set[str]) -> dict[str, dict[str, float]]:
@@ -320,6 +451,9 @@ def markdown(doc: dict) -> str:
                       + (": a linear head's correction" if space == "embed" else "")),
                      (f"trees_{space}", f"boosted trees over {where}, {TREE_FOLDS}-fold "
                                         "cross-fitted")]
+    learners += [(f"global_{space}", f"boosted trees over {SPACES[space]}, trained on the "
+                                     "other workloads only: a global model's correction")
+                 for space in GLOBAL_SPACES]
     for space, said in learners:
         if f"nn_{space}" not in s:
             continue
@@ -333,8 +467,17 @@ def markdown(doc: dict) -> str:
               "the last rows "
               "are what these learners recover of it from the task's other "
               "schedules, all of them measured (more than issue 13's 64 for most "
-              "workloads). They are particular learners: a lower bound on what the task's "
+              "workloads), or, for the global ones, from the other workloads' schedules "
+              "alone. They are particular learners: a lower bound on what the task's "
               "measurements can teach, not a ceiling."]
+    if doc.get("compiled_correlations"):
+        lines += ["", "The compiled code's features that go most with the model's residual "
+                  "(`bench/compiled_code.py`; each standardized within its workload, "
+                  "correlated over all schedules with the residual and with the measured "
+                  "throughput, both as normal scores, the mean of the two measurements):", "",
+                  "| feature | with the residual | with the throughput |", "|---|---|---|"]
+        lines += [f"| `{r['feature']}` | {r['residual']:+.3f} | {r['throughput']:+.3f} |"
+                  for r in doc["compiled_correlations"]]
     return "\n".join(lines + [""])
 
 
@@ -361,7 +504,7 @@ def main(argv: list[str] | None = None) -> None:
     again_dir = os.path.join(args.repeat, args.split)
     again = repeat_times(again_dir, {w.name for w in workloads})
     method = MetaTuneMethod(model)
-    rows, skipped = [], []
+    rows, skipped, items = [], [], []
     for w in workloads:
         listed = traces.get(w.name, [])
         if [s for _, s in listed] != list(w.seconds):  # a record that did not replay
@@ -376,12 +519,14 @@ def main(argv: list[str] | None = None) -> None:
         everything = np.arange(len(w.seconds))
         prior = method.adapted_scores(w, everything[:0], everything)[1][keep]
         secs2 = np.array([again[w.name][listed[i][0]] for i in keep])
-        spaces = {"knobs": feature_matrix(w, "knobs")[keep]}
-        stores = store_features(w, target)[keep]
-        spaces["stores"] = stores[:, stores.std(0) > 1e-9]  # constant ones carry nothing
+        raw = {"knobs": feature_matrix(w, "knobs")[keep],
+               "stores": store_features(w, target)[keep]}
         if model.inner.head_only:  # the embedding the adapted head sees
-            spaces["embed"] = feature_matrix(w, "embed", method)[keep]
-        spaces = {k: _standardized(x) for k, x in spaces.items()}  # over the kept ones
+            raw["embed"] = feature_matrix(w, "embed", method)[keep]
+        if args.compiled:
+            raw["compiled"] = _compiled(w, [t for t, _ in listed], target, args.cache)[keep]
+        # the task-local learners: standardized over the kept ones, constant ones dropped
+        spaces = {k: _standardized(x[:, x.std(0) > 1e-9]) for k, x in raw.items()}
         row = decompose(prior, w.seconds[keep], secs2, spaces, args.neighbours)
         if row is None:
             logging.warning("%s: the model scores every schedule alike, or a measurement "
@@ -389,10 +534,25 @@ def main(argv: list[str] | None = None) -> None:
             skipped.append(w.name)
             continue
         rows.append({"workload": w.name, **row})
+        # the global learner: the same columns in every workload, within and across them
+        items.append({"prior": prior, "secs": (w.seconds[keep], secs2),
+                      "features": {k: np.hstack([x, _standardized(x)])
+                                   for k, x in raw.items() if k in GLOBAL_SPACES}})
     if not rows:
         raise SystemExit(f"no workload of {split_dir} has {args.min_shared} schedules in "
                          f"{args.repeat}: measure the split again there "
                          f"(python collect.py run out={args.repeat} splits=[{args.split}])")
+    for space in items[0]["features"]:
+        logging.info("global correction over %s: %d workloads, each left out once", space,
+                     len(items))
+        for row, extra in zip(rows, global_corrections(items, space)):
+            row.update(extra)
+    compiled_top = []
+    if args.compiled:
+        from compiled_code import FEATURE_NAMES
+
+        compiled_top = [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+                        for r in feature_correlations(items, "compiled", FEATURE_NAMES)]
     doc = {**provenance("residuals.py"),
            "title": "Where the model's ranking errors come from: noise, or the task's own "
                     "structure",
@@ -403,6 +563,7 @@ def main(argv: list[str] | None = None) -> None:
            "per_workload": f"{min(r['n'] for r in rows)}-{max(r['n'] for r in rows)}",
            "skipped": skipped,
            "neighbours": args.neighbours, "seconds": time.perf_counter() - start,
+           "compiled_correlations": compiled_top,
            "summary": summarize(rows),
            "rows": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
                     for r in rows]}

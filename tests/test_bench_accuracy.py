@@ -150,6 +150,70 @@ def test_residuals_split_noise_from_what_neighbours_teach():
     assert residuals.decompose(np.ones(n), secs1, secs2, {"knobs": knobs}, m=3) is None
 
 
+def test_global_correction_learns_only_what_other_workloads_share():
+    import numpy as np
+    import residuals
+
+    rng = np.random.default_rng(0)
+
+    def workload(shared: bool, n: int = 60) -> dict:
+        x = rng.normal(size=(n, 2))  # column 0 decides the model's miss when shared
+        model = rng.normal(size=n)
+        miss = np.tanh(2 * x[:, 0]) if shared else rng.normal(size=n)
+        truth = model + miss
+        secs = tuple(np.exp(-(truth + 0.05 * rng.normal(size=n))) for _ in range(2))
+        return {"prior": model, "secs": secs, "features": {"compiled": x}}
+
+    learned = residuals.global_corrections([workload(True) for _ in range(5)], "compiled")
+    assert len(learned) == 5
+    for row in learned:
+        assert row["nn_global_compiled"] > 0.6
+        assert row["pairwise_nn_global_compiled"] > row["pairwise_base_global_compiled"] + 0.03
+    # a miss of each workload's own that the others cannot teach
+    own = residuals.global_corrections([workload(False) for _ in range(5)], "compiled")
+    assert np.mean([r["nn_global_compiled"] for r in own]) < 0.2
+
+
+def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
+    import types
+
+    import compiled_code
+    import numpy as np
+    import tvm
+    from tvm import s_tir, te
+
+    asm = "\n".join([
+        "main_compute_:", "\tmovq\t%rdi, %rax", ".LBB0_1:", ".LBB0_2:",
+        "\tvmovups\t(%rax,%rcx,4), %zmm1", "\tvfmadd231ps\t%zmm1, %zmm2, %zmm0",
+        "\tvmovups\t%zmm3, 64(%rsp)", "\tjne\t.LBB0_2", "\tvfmadd231ss\t%xmm1, %xmm2, %xmm0",
+        "\tjne\t.LBB0_1", "\tretq",
+        "__TVMBackendAllocWorkspace:", "\tvfmadd231ps\t%zmm1, %zmm2, %zmm0"])
+    f = dict(zip(compiled_code.FEATURE_NAMES, compiled_code.asm_features(asm)))
+    assert f["all_fma_zmm"] == 1 and f["all_fma_s"] == 1  # the runtime helper is not counted
+    assert (f["loops"], f["inner_loops"], f["depth"]) == (2, 1, 2)
+    assert (f["hot_n"], f["hot_fma_zmm"], f["hot_vload"], f["hot_vstore"], f["hot_stack"]) == (
+        4, 1, 1, 1, 1)
+    assert f["hot_fma_per_mem"] == 0.5 and f["all_branch"] == 2
+
+    a = te.placeholder((64, 64), name="a")
+    b = te.compute((64, 64), lambda i, j: a[i, j] * 2.0, name="b")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
+    cand = types.SimpleNamespace(sch=s_tir.Schedule(mod))
+    target = tvm.target.Target("llvm")
+    x = compiled_code.compiled_features("t/w", [cand], ["trace"], target, str(tmp_path))
+    assert x.shape == (1, len(compiled_code.FEATURE_NAMES)) and x[0, 0] > 0
+
+    from tvm.s_tir.meta_schedule.builder import local_builder
+
+    def no_build(*args):
+        raise RuntimeError("built again")
+
+    monkeypatch.setattr(local_builder, "default_build", no_build)
+    again = compiled_code.compiled_features("t/w", [cand, cand], ["trace", "other"], target,
+                                            str(tmp_path))
+    assert np.array_equal(again[0], x[0]) and np.isnan(again[1]).all()  # cached; a failure
+
+
 def test_ridge_leave_one_out_is_the_fit_without_the_row():
     import numpy as np
     import residuals

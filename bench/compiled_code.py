@@ -1,0 +1,164 @@
+"""What LLVM made of a schedule: counts read from its assembly, cached per schedule.
+
+The cost models see a schedule before code generation (the loop-nest graph, MetaSchedule's
+per-store features); whether LLVM then vectorized the inner loop, how wide, with gathers
+or spills, they can only infer. These features read it off the compiled code, so a
+benchmark can ask how much of a model's miss is visible there. Building costs about
+0.65 s a schedule on 2 cores, so the features are cached (``--cache``), one JSON file per
+workload and target, keyed by the schedule's trace.
+
+Per schedule, three groups of the same 14 counts (instructions; FMAs on 512-, 256- and
+128-bit registers and scalar ones; vector loads and stores; stack accesses; broadcasts;
+gathers; scalar instructions; memory operands; shuffles; branches): the whole code but the
+runtime's helpers (``all_``), the innermost loops summed (``inner_``), and the innermost
+loop with the most FMAs (``hot_``, the likely micro-kernel); then the number of loops and
+innermost loops, the deepest nesting, the hot loop's FMAs per vector memory access and its
+share of stack accesses. Loops are found as backward jumps in the assembly; counts are
+static (one per instruction in the code, not per execution).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+VERSION = 1  #: bump when a feature changes (invalidates the cache)
+COUNTS = ("n", "fma_zmm", "fma_ymm", "fma_xmm", "fma_s", "vload", "vstore", "stack",
+          "bcast", "gather", "scalar", "mem", "shuffle", "branch")
+FEATURE_NAMES = ([f"all_{k}" for k in COUNTS] + [f"inner_{k}" for k in COUNTS]
+                 + [f"hot_{k}" for k in COUNTS]
+                 + ["loops", "inner_loops", "depth", "hot_fma_per_mem", "hot_stack_share"])
+_HELPERS = ("__TVMBackend", "__truncsfhf2", "__extendhfsf2", "__tvm_set_raised")
+_LABEL = re.compile(r"^([.\w$]+):")
+_JUMP = re.compile(r"^\s+j\w+\s+([.\w$]+)")
+_SHUFFLES = ("shuf", "perm", "unpck", "insert", "extract", "blend")
+
+
+def _classify(line: str) -> dict[str, int]:
+    """The counts one AT&T-syntax instruction line adds."""
+    ins = line.split()[0]
+    ops = line.strip()[len(ins):]
+    c = {"n": 1}
+    if ins.startswith(("vfmadd", "vfnmadd")):
+        if ins.endswith(("ss", "sd")):
+            c["fma_s"] = 1
+        else:
+            c["fma_zmm" if "zmm" in ops else "fma_ymm" if "ymm" in ops else "fma_xmm"] = 1
+    if "(" in ops:
+        c["mem"] = 1
+        if "%rsp" in ops or "%rbp" in ops:
+            c["stack"] = 1
+        if ins.startswith("v"):  # the destination is the last operand
+            c["vstore" if "(" in ops.rsplit(",", 1)[-1] else "vload"] = 1
+    if ins.startswith(("vbroadcast", "vpbroadcast")):
+        c["bcast"] = 1
+    if "gather" in ins:
+        c["gather"] = 1
+    if not ins.startswith(("v", "j")):
+        c["scalar"] = 1
+    if any(s in ins for s in _SHUFFLES):
+        c["shuffle"] = 1
+    if ins.startswith("j"):
+        c["branch"] = 1
+    return c
+
+
+def asm_features(asm: str) -> np.ndarray:
+    """The features (module docstring) of one module's assembly.
+
+    Args:
+        asm: LLVM's x86 assembly (AT&T syntax), as ``Module.inspect_source("asm")`` gives it.
+
+    Returns:
+        A ``len(FEATURE_NAMES)`` float array.
+    """
+    body, keep = [], True
+    for line in asm.splitlines():  # the kernel's functions, not the runtime's helpers
+        m = _LABEL.match(line)
+        if m and not m.group(1).startswith(".L"):
+            keep = not m.group(1).startswith(_HELPERS)
+        if keep:
+            body.append(line)
+    labels = {m.group(1): i for i, m in ((i, _LABEL.match(x)) for i, x in enumerate(body)) if m}
+    loops = [(labels[m.group(1)], i) for i, m in ((i, _JUMP.match(x)) for i, x in enumerate(body))
+             if m and m.group(1) in labels and labels[m.group(1)] < i]
+    inner = [a for a in loops if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in loops)]
+    depth = max((sum(1 for b in loops if b[0] <= a[0] and a[1] <= b[1]) for a in loops),
+                default=0)
+
+    def count(first: int, last: int) -> np.ndarray:
+        total = dict.fromkeys(COUNTS, 0)
+        for line in body[first:last + 1]:
+            s = line.strip()
+            if not s or s.startswith((".", "#")) or _LABEL.match(line):
+                continue
+            for k, v in _classify(line).items():
+                total[k] += v
+        return np.array([total[k] for k in COUNTS], float)
+
+    whole = count(0, len(body) - 1)
+    per = (np.stack([count(a, b) for a, b in inner]) if inner
+           else np.zeros((1, len(COUNTS))))
+    fmas = per[:, 1:5].sum(1)
+    hot = per[np.lexsort((per[:, 0], fmas))[-1]]  # most FMAs, then the longest
+    extra = np.array([len(loops), len(inner), depth, hot[1:5].sum() / max(hot[5] + hot[6], 1),
+                      hot[7] / max(hot[0], 1)])
+    return np.concatenate([whole, per.sum(0), hot, extra])
+
+
+def _key(trace: str) -> str:
+    return hashlib.sha1(trace.encode()).hexdigest()[:16]
+
+
+def compiled_features(name: str, candidates: list, traces: list[str], target,
+                      cache_dir: str) -> np.ndarray:
+    """Build each candidate for ``target`` and read its assembly's features; cached.
+
+    Args:
+        name: The workload's name (the cache file's).
+        candidates: Its ``MeasureCandidate`` s.
+        traces: Each candidate's trace JSON (its cache key), in the same order.
+        target: The ``tvm.target.Target`` to compile for (any CPU LLVM knows: the code is
+            only read, never run).
+        cache_dir: Where the features are kept (``<cache_dir>/<target>-v<VERSION>/``).
+
+    Returns:
+        An ``n x len(FEATURE_NAMES)`` array; a row of ``nan`` for a schedule that does not
+        build (logged).
+    """
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+
+    load_tensor_intrinsics((target.kind.name,))  # else default_build imports every backend's
+    folder = os.path.join(cache_dir, f"{_key(str(target))}-v{VERSION}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name.replace("/", "__") + ".json")
+    cached: dict[str, list[float]] = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            cached = json.load(f)
+    rows = []
+    for cand, trace in zip(candidates, traces):
+        key = _key(trace)
+        if key not in cached:
+            try:
+                asm = default_build(cand.sch.mod, target, None).inspect_source("asm")
+                cached[key] = asm_features(asm).tolist()
+            except Exception as e:  # noqa: BLE001 - TVM raises several kinds; a row of nan
+                logger.warning("%s: a schedule did not build (%s): its features are nan",
+                               name, str(e).splitlines()[0] if str(e) else type(e).__name__)
+                cached[key] = [float("nan")] * len(FEATURE_NAMES)
+        rows.append(cached[key])
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(cached, f)
+    os.replace(tmp, path)
+    return np.array(rows, float)
