@@ -26,9 +26,10 @@ same schedules; ``bench/ranking_ceiling.py`` scores the two measurements' agreem
   five folds), each fitted on one measurement's residuals and compared with the other's,
   so that no noise is shared;
 - **a global correction**: boosted trees over the spaces whose features mean the same in
-  every workload (embedding, per-store, compiled), trained on the other workloads'
-  residuals only (each workload left out once): what a better global model could learn
-  from those features, before any measurement of the task;
+  every workload (embedding, per-store, compiled), trained on the other networks'
+  workloads' residuals only (each network's convs left out together; a generated
+  workload alone): what a better global model could learn from those features, before
+  any measurement of the task;
 - **what their correction gives**: the measurement regressed on the model's score and the
   learner's guess (fitted on one measurement, the guess from every other schedule of the
   workload: usually more than the k = 64 of issue 13), its ranking scored against the
@@ -279,7 +280,7 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
 
     The correction a better global model could make from one feature space (its features
     mean the same in every workload): trees trained on measurement a's residuals of every
-    other workload but one in :data:`GLOBAL_FOLDS` guess this workload's, the guess is
+    workload of the other groups but one in :data:`GLOBAL_FOLDS` guess this workload's, the guess is
     scored against measurement b's residual, and the model's score corrected by it is
     ranked against measurement b (the score's and the guess's weights fitted on the
     workloads left out of the trees, so on guesses as unseen as this one's); both
@@ -287,7 +288,9 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
 
     Args:
         items: Per workload: ``prior``, ``secs`` (both measurements' run times, ``n``
-            each) and ``features`` (space -> ``n x d``, ``d`` the same for every workload).
+            each), ``features`` (space -> ``n x d``, ``d`` the same for every workload)
+            and optionally ``group`` (e.g. its network: the workloads of its group are
+            left out with it, so that a network's other convs do not teach its own).
         space: The feature space.
 
     Returns:
@@ -300,10 +303,11 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
 
     parts = [residuals(it["prior"], *it["secs"]) for it in items]
     x = [it["features"][space] for it in items]
+    groups = [it.get("group", i) for i, it in enumerate(items)]
     order = np.random.default_rng(0).permutation(len(items))
     out = []
     for i in range(len(items)):
-        others = [j for j in order if j != i]
+        others = [j for j in order if groups[j] != groups[i]]
         weigh = others[::GLOBAL_FOLDS]
         train = [j for j in others if j not in weigh]
         corr, fixed, base = [], [], []
@@ -452,7 +456,8 @@ def markdown(doc: dict) -> str:
                      (f"trees_{space}", f"boosted trees over {where}, {TREE_FOLDS}-fold "
                                         "cross-fitted")]
     learners += [(f"global_{space}", f"boosted trees over {SPACES[space]}, trained on the "
-                                     "other workloads only: a global model's correction")
+                                     "other networks' workloads only: a global model's "
+                                     "correction")
                  for space in GLOBAL_SPACES]
     for space, said in learners:
         if f"nn_{space}" not in s:
@@ -467,7 +472,7 @@ def markdown(doc: dict) -> str:
               "the last rows "
               "are what these learners recover of it from the task's other "
               "schedules, all of them measured (more than issue 13's 64 for most "
-              "workloads), or, for the global ones, from the other workloads' schedules "
+              "workloads), or, for the global ones, from the other networks' workloads "
               "alone. They are particular learners: a lower bound on what the task's "
               "measurements can teach, not a ceiling."]
     if doc.get("compiled_correlations"):
@@ -536,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append({"workload": w.name, **row})
         # the global learner: the same columns in every workload, within and across them
         items.append({"prior": prior, "secs": (w.seconds[keep], secs2),
+                      "group": w.name.split("/")[0],  # a network's convs: left out together
                       "features": {k: np.hstack([x, _standardized(x)])
                                    for k, x in raw.items() if k in GLOBAL_SPACES}})
     if not rows:
@@ -543,8 +549,8 @@ def main(argv: list[str] | None = None) -> None:
                          f"{args.repeat}: measure the split again there "
                          f"(python collect.py run out={args.repeat} splits=[{args.split}])")
     for space in items[0]["features"]:
-        logging.info("global correction over %s: %d workloads, each left out once", space,
-                     len(items))
+        logging.info("global correction over %s: %d workloads, each network's left out "
+                     "together", space, len(items))
         for row, extra in zip(rows, global_corrections(items, space)):
             row.update(extra)
     compiled_top = []

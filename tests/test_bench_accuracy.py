@@ -172,6 +172,23 @@ def test_global_correction_learns_only_what_other_workloads_share():
     # a miss of each workload's own that the others cannot teach
     own = residuals.global_corrections([workload(False) for _ in range(5)], "compiled")
     assert np.mean([r["nn_global_compiled"] for r in own]) < 0.2
+    # a miss only a network's own convs share: left out together, nothing is learnt
+    nets = []
+    for net in range(4):
+        x = rng.normal(size=(60, 4))
+        miss = np.tanh(2 * x[:, net])  # a feature that decides only this network's miss
+        for _ in range(2):  # two convs of the network, the same schedules
+            w = workload(False)
+            w["features"]["compiled"], w["group"] = x, f"net{net}"
+            w["secs"] = tuple(np.exp(-(w["prior"] + miss + 0.05 * rng.normal(size=60)))
+                              for _ in range(2))
+            nets.append(w)
+    apart = residuals.global_corrections(nets, "compiled")
+    for w in nets:
+        del w["group"]
+    together = residuals.global_corrections(nets, "compiled")
+    assert np.mean([r["nn_global_compiled"] for r in together]) > 0.5
+    assert np.mean([r["nn_global_compiled"] for r in apart]) < 0.3
 
 
 def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
