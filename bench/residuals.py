@@ -87,7 +87,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="first N workloads only")
     p.add_argument("--compiled", action="store_true",
                    help="also a fourth space: counts read from each schedule's assembly, "
-                        "built for the data's target (bench/compiled_code.py; about 0.65 s "
+                        "built for the data's target (bench/compiled_code.py; about 0.6 s "
                         "a schedule on 2 cores the first time, cached)")
     p.add_argument("--cache", default="work/cache/compiled",
                    help="where the compiled-code features are kept")
@@ -279,11 +279,11 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
     """Each workload's residual guessed by boosted trees trained on the other workloads'.
 
     The correction a better global model could make from one feature space (its features
-    mean the same in every workload): trees trained on measurement a's residuals of every
-    workload of the other groups but one in :data:`GLOBAL_FOLDS` guess this workload's, the guess is
-    scored against measurement b's residual, and the model's score corrected by it is
-    ranked against measurement b (the score's and the guess's weights fitted on the
-    workloads left out of the trees, so on guesses as unseen as this one's); both
+    mean the same in every workload): trees trained on measurement a's residuals of the
+    other groups' workloads (all but one in :data:`GLOBAL_FOLDS`) guess this workload's,
+    the guess is scored against measurement b's residual, and the model's score corrected
+    by it is ranked against measurement b (the score's and the guess's weights fitted on
+    the workloads left out of the trees, so on guesses as unseen as this one's); both
     directions averaged. Nothing of the workload itself, measured or not, is trained on.
 
     Args:
@@ -295,7 +295,8 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
 
     Returns:
         Per workload (in order), ``{"nn_global_<space>": correlation,
-        "pairwise_nn_global_<space>": corrected, "pairwise_base_global_<space>": model}``.
+        "pairwise_nn_global_<space>": corrected, "pairwise_base_global_<space>": model}``;
+        ``nan`` where fewer than two other workloads are left to learn from.
     """
     import xgboost as xgb
 
@@ -310,6 +311,10 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
         others = [j for j in order if groups[j] != groups[i]]
         weigh = others[::GLOBAL_FOLDS]
         train = [j for j in others if j not in weigh]
+        if not train:  # one group, or two workloads outside it: nothing to learn from
+            out.append({f"{k}_global_{space}": float("nan")
+                        for k in ("nn", "pairwise_nn", "pairwise_base")})
+            continue
         corr, fixed, base = [], [], []
         for a, b in ((0, 1), (1, 0)):
             booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(

@@ -189,6 +189,8 @@ def test_global_correction_learns_only_what_other_workloads_share():
     together = residuals.global_corrections(nets, "compiled")
     assert np.mean([r["nn_global_compiled"] for r in together]) > 0.5
     assert np.mean([r["nn_global_compiled"] for r in apart]) < 0.3
+    alone = residuals.global_corrections([{**w, "group": "one"} for w in nets[:3]], "compiled")
+    assert all(np.isnan(r["nn_global_compiled"]) for r in alone)  # nothing outside the group
 
 
 def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
