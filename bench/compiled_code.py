@@ -4,8 +4,8 @@ The cost models see a schedule before code generation (the loop-nest graph, Meta
 per-store features); whether LLVM then vectorized the inner loop, how wide, with gathers
 or spills, they can only infer. These features read it off the compiled code, so a
 benchmark can ask how much of a model's miss is visible there. Building costs about
-0.6 s a schedule on 2 cores, so the features are cached (``--cache``), one JSON file per
-workload and target, keyed by the schedule's trace.
+0.6 s a schedule on 2 cores, so the features are cached (``cache_dir``: ``residuals.py
+--cache``), one JSON file per workload and target, keyed by the schedule's trace.
 
 Per schedule, three groups of the same 14 counts (instructions; FMAs on 512-, 256- and
 128-bit registers and scalar ones; vector loads and stores; stack accesses; broadcasts;
