@@ -131,7 +131,7 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
 
     Returns:
         An ``n x len(FEATURE_NAMES)`` array; a row of ``nan`` for a schedule that does not
-        build (logged).
+        build (logged, not cached). An unreadable cache file is rebuilt.
     """
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 
@@ -143,22 +143,28 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
     path = os.path.join(folder, name.replace("/", "__") + ".json")
     cached: dict[str, list[float]] = {}
     if os.path.exists(path):
-        with open(path) as f:
-            cached = json.load(f)
-    rows = []
+        try:
+            with open(path) as f:
+                cached = dict(json.load(f))
+        except (OSError, ValueError, TypeError) as e:  # a cache: rebuild what it held
+            logger.warning("%s: unreadable (%s): its schedules are built again", path, e)
+    rows, added = [], False
     for cand, trace in zip(candidates, traces):
         key = _key(trace)
         if key not in cached:
             try:
                 asm = default_build(cand.sch.mod, target, None).inspect_source("asm")
-                cached[key] = asm_features(asm).tolist()
             except Exception as e:  # noqa: BLE001 - TVM raises several kinds; a row of nan
-                logger.warning("%s: a schedule did not build (%s): its features are nan",
-                               name, str(e).splitlines()[0] if str(e) else type(e).__name__)
-                cached[key] = [float("nan")] * len(FEATURE_NAMES)
+                logger.warning("%s: a schedule did not build (%s): its features are nan "
+                               "(not cached: tried again next time)", name,
+                               str(e).splitlines()[0] if str(e) else type(e).__name__)
+                rows.append([float("nan")] * len(FEATURE_NAMES))
+                continue
+            cached[key], added = asm_features(asm).tolist(), True
         rows.append(cached[key])
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(cached, f)
-    os.replace(tmp, path)
+    if added:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(cached, f)
+        os.replace(tmp, path)
     return np.array(rows, float)

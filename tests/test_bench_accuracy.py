@@ -150,10 +150,11 @@ def test_residuals_split_noise_from_what_neighbours_teach():
     assert residuals.decompose(np.ones(n), secs1, secs2, {"knobs": knobs}, m=3) is None
 
 
-def test_global_correction_learns_only_what_other_workloads_share():
+def test_global_correction_learns_only_what_other_workloads_share(monkeypatch):
     import numpy as np
     import residuals
 
+    monkeypatch.setitem(residuals.GLOBAL_PARAMS, "nthread", 1)  # spins on a busy machine
     rng = np.random.default_rng(0)
 
     def workload(shared: bool, n: int = 60) -> dict:
@@ -231,6 +232,10 @@ def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypat
     again = compiled_code.compiled_features("t/w", [cand, cand], ["trace", "other"], target,
                                             str(tmp_path))
     assert np.array_equal(again[0], x[0]) and np.isnan(again[1]).all()  # cached; a failure
+    (cache,) = tmp_path.glob("*/t__w.json")
+    cache.write_text("{torn")  # a torn cache file is rebuilt, not an error
+    assert np.isnan(compiled_code.compiled_features("t/w", [cand], ["trace"], target,
+                                                    str(tmp_path))).all()
 
 
 def test_ridge_leave_one_out_is_the_fit_without_the_row():
