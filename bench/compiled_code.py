@@ -127,7 +127,8 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
         traces: Each candidate's trace JSON (its cache key), in the same order.
         target: The ``tvm.target.Target`` to compile for (any CPU LLVM knows: the code is
             only read, never run).
-        cache_dir: Where the features are kept (``<cache_dir>/<target>-v<VERSION>/``).
+        cache_dir: Where the features are kept (``<cache_dir>/<hash of the target>-
+            v<VERSION>/<workload>.json``).
 
     Returns:
         An ``n x len(FEATURE_NAMES)`` array; a row of ``nan`` for a schedule that does not
