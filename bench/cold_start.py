@@ -39,7 +39,7 @@ import os
 import sys
 
 from common import (REPO, geomean, median, provenance, show_slow_steps, tune_tasks,
-                    write_results)
+                    write_json_atomic, write_results)
 
 DEFAULT_CONFIGS = [
     "meta-BO-T=preset=meta-BO-T",
@@ -394,9 +394,7 @@ def main() -> None:
             run["config"] = config
             run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(run, f)
-            os.replace(path + ".tmp", path)
+            write_json_atomic(path, run)
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
     doc = {**provenance("cold_start.py"), "trials": args.trials, "layout": args.layout,

@@ -242,6 +242,14 @@ def run_command(prov: dict) -> str:
     return prov["command"].replace(" --report-only", "")
 
 
+def write_json_atomic(path: str, obj: Any) -> None:
+    """:func:`metatune.files.write_json_atomic` (a benchmark's run record: whole or absent)."""
+    sys.path.insert(0, REPO)
+    from metatune.files import write_json_atomic as write
+
+    write(path, obj)
+
+
 def write_results(json_path: str, md_path: str, doc: dict, text: str,
                   rows_key: str | None = None) -> None:
     """Write a benchmark's JSON and markdown page, and print the page.

@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 
-from common import REPO, machine_lines, provenance, show_slow_steps, write_results
+from common import (REPO, machine_lines, provenance, show_slow_steps, write_json_atomic,
+                    write_results)
 from frameworks.page import markdown
 from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
                              network_sources, retime_groups, run_tasks, side_by_side,
@@ -153,9 +153,7 @@ def main() -> None:
         run = tune_one_task(network, name, preset, int(seed), args.trials, args.batch,
                             args.overrides)
         run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        with open(out + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(run, f)
-        os.replace(out + ".tmp", out)
+        write_json_atomic(out, run)
         return
     sys.path.insert(0, REPO)
     os.chdir(REPO)

@@ -164,8 +164,7 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
             cached[key], added = asm_features(asm).tolist(), True
         rows.append(cached[key])
     if added:
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(cached, f)
-        os.replace(tmp, path)
+        from metatune.files import write_json_atomic
+
+        write_json_atomic(path, cached)
     return np.array(rows, float)

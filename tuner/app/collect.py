@@ -32,6 +32,7 @@ from typing import Any
 
 from metatune.config import repo_path
 from metatune.errors import DatasetSettingsError
+from metatune.files import write_json_atomic
 from metatune.provenance import machine_info
 from metatune.records import (RECORD_FILE, WORKLOAD_FILE, ReadStats, iter_records,
                               read_workload_hashes)
@@ -527,9 +528,7 @@ def write_meta(cfg: CollectConfig, split: str, entries: list[Entry], *, info, ma
         "workloads": [{"name": e.name, "kind": e.kind, "samples": e.samples,
                        "shash": str(structural_hash(e.mod)), **e.info} for e in entries],
     }
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(path + ".tmp", path)
+    write_json_atomic(path, meta, indent=1)
 
 
 def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
@@ -591,10 +590,7 @@ def write_summary(out_dir: str) -> dict[str, Any]:
     """
     summary = summarize(out_dir)
     path = os.path.join(out_dir, "summary.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
+    write_json_atomic(path, summary, indent=2, newline=True)
     return summary
 
 

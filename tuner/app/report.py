@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict
 from typing import Any
 
+from metatune.files import write_json_atomic
 from metatune.provenance import code_version, machine_info
 from tuner.app.config import TuneConfig, preset_of
 from tuner.app.monitor import read_curves
@@ -71,10 +71,7 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
 def write_report(work_dir: str, report: dict[str, Any]) -> str:
     """Write ``report.json`` atomically; return its path."""
     path = os.path.join(work_dir, REPORT_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, path)
+    write_json_atomic(path, report, indent=2)
     return path
 
 

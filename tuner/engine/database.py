@@ -9,6 +9,7 @@ import shutil
 from collections import Counter
 
 from metatune.errors import DatabaseCorruptError, WorkDirError
+from metatune.files import write_text_atomic
 from metatune.records import measured_seconds
 
 logger = logging.getLogger(__name__)
@@ -133,12 +134,7 @@ def check_database_files(work_dir: str, repair: bool = False) -> int:
         if moved:
             with open(path + ".corrupt", "a", encoding="utf-8") as f:
                 f.writelines(moved)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(kept)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, "".join(kept), fsync=True)
         logger.warning("%s: moved %d bad line(s) to %s.corrupt, dropped %d blank line(s)",
                        path, len(moved), name, len(bad) - len(moved))
     return len(bad_wl) + len(bad_rec)
