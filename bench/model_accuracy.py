@@ -110,6 +110,13 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also score the mean of these methods' scores (--model NAMEs: "
                         "checkpoints averaged as tune.py's metatune.ensemble averages them; "
                         "repeatable)")
+    p.add_argument("--compiled-correction", action="store_true",
+                   help="add NAME+asm for every model: its adapted scores corrected by boosted "
+                        "trees over the compiled code's features, fitted on the checkpoint's "
+                        "validation workloads (bench/compiled_correction.py; builds every "
+                        "schedule not in --compiled-cache, about 0.6 s each)")
+    p.add_argument("--compiled-cache", default="work/cache/compiled",
+                   help="where the compiled-code features are kept")
     p.add_argument("--cache-dir", default="work/cache")
     p.add_argument("--out", default="docs/model-accuracy")
     p.add_argument("--title", default="Cost-model accuracy on held-out network convolutions")
@@ -177,6 +184,11 @@ def _markdown(doc: dict) -> str:
              "(min-max in brackets)", "",
              "Methods:", ""]
     lines += [f"- `{m}`: {doc['notes'].get(m) or METHOD_NOTES[m]}" for m in doc["summary"]]
+    for name, fit in doc.get("compiled_corrections", {}).items():
+        lines.append(f"- `{name}+asm`'s fit: {fit['workloads']} validation workloads "
+                     f"({fit['samples']} schedules), trees on {fit['train_workloads']}, "
+                     f"weighed on {fit['weigh_workloads']} (guess-residual correlation "
+                     f"{fit['guess_residual_corr']:.3f}, c0 {fit['c0']:.3f}, c1 {fit['c1']:.3f})")
     titles = {"mse": "MSE (lower is better)", "mse_d": "MSE(D), top 25 % (lower is better)",
               "pairwise": "Pairwise ranking accuracy (higher is better)",
               "top5_recall": "Top-5 recall (higher is better)"}
@@ -346,6 +358,9 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         raise SystemExit(f"--split {args.split}: name the networks the checkpoints left out "
                          "(--networks ...; train.py data.leave_out_networks=[...]); "
                          "xgb-Xfer's base model leaves them out too")
+    if val and args.compiled_correction:
+        raise SystemExit("--split val: the compiled-code correction is fitted on these "
+                         "workloads; score it on held-out ones")
     if val and not args.no_xgb:
         raise SystemExit("--split val: xgb-Xfer's base model is trained on the whole training "
                          "split, these workloads included; pass --no-xgb")
@@ -411,6 +426,21 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         methods["xgb-knobs"] = KnobXGBMethod()
         notes["xgb-knobs"] = ("XGBoost (50 rounds, depth 3) on the knob vectors, from scratch "
                               "on the k samples (experiment; random at k=0)")
+    corrections = {}
+    if args.compiled_correction:
+        from compiled_correction import (CompiledCorrectionMethod, fit_on_validation,
+                                         split_features)
+
+        features = split_features(split_dir, workloads, info.target, args.compiled_cache)
+        for name, path in specs:
+            fit = fit_on_validation(methods[name], path, args.data, info.target,
+                                    args.compiled_cache, lambda msg: logging.info("%s", msg))
+            corrections[name] = fit.stats
+            methods[f"{name}+asm"] = CompiledCorrectionMethod(methods[name], fit, features)
+            notes[f"{name}+asm"] = (f"`{name}` adapted, plus boosted trees' guess of its miss "
+                                    "from the compiled code, fitted on the checkpoint's "
+                                    f"validation workloads (weight {fit.weight:.3f}; "
+                                    "experiment, `bench/compiled_correction.py`)")
     local_xgb = XGBMethod(info.target, info.num_cores)  # shared: the blends reuse its scores
     for name, k0 in itertools.product(list(models), args.blend_xgb):
         key = f"{name}+xgb" + (f"-{k0:g}" if len(args.blend_xgb) > 1 else "")
@@ -442,6 +472,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         "seeds": args.seeds,
         "notes": notes,
         "adapt": {name: m.inner.cfg.to_dict() for name, m in models.items()},
+        **({"compiled_corrections": corrections} if corrections else {}),
         "seconds": round(time.perf_counter() - start, 1),
         "summary": summarize(rows),
         # every (method, k, seed, workload) score, compact: one list per row

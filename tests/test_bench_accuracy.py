@@ -194,6 +194,47 @@ def test_global_correction_learns_only_what_other_workloads_share(monkeypatch):
     assert all(np.isnan(r["nn_global_compiled"]) for r in alone)  # nothing outside the group
 
 
+def test_compiled_correction_fitted_elsewhere_moves_the_ranking_it_explains(monkeypatch):
+    import types
+
+    import compiled_correction
+    import numpy as np
+    import residuals
+
+    from metatune.metrics import pairwise_accuracy
+
+    monkeypatch.setitem(residuals.GLOBAL_PARAMS, "nthread", 1)
+    rng = np.random.default_rng(1)
+
+    def workload(n: int = 80) -> dict:
+        raw = rng.integers(0, 50, size=(n, 3)).astype(float)  # counts; column 0 decides
+        model = rng.normal(size=n)
+        truth = model + 1.5 * np.tanh(np.log1p(raw[:, 0]) - 2.5)
+        return {"prior": model, "secs": np.exp(-(truth + 0.05 * rng.normal(size=n))),
+                "features": compiled_correction.workload_features(raw)}
+
+    fit = compiled_correction.fit_correction([workload() for _ in range(10)])
+    assert fit.weight > 0.3 and fit.stats["guess_residual_corr"] > 0.6
+    with pytest.raises(ValueError, match="at least"):
+        compiled_correction.fit_correction([workload() for _ in range(2)])
+
+    w = workload()
+    base = types.SimpleNamespace(adapted_scores=lambda w, s, q: (w.prior[s], w.prior[q]))
+    unseen = types.SimpleNamespace(name="w", prior=w["prior"], seconds=w["secs"])
+    method = compiled_correction.CompiledCorrectionMethod(base, fit, {"w": w["features"]})
+    query, support = np.arange(40), np.arange(40, 48)
+    before = pairwise_accuracy(w["prior"][query], 1 / w["secs"][query])
+    after = pairwise_accuracy(method.scores(unseen, support, query, 0), 1 / w["secs"][query])
+    assert after > before + 0.05
+    nameless = types.SimpleNamespace(name="other", prior=w["prior"], seconds=w["secs"])
+    assert np.array_equal(method.scores(nameless, support, query, 0), w["prior"][query])
+
+
+def test_model_accuracy_refuses_the_correction_on_its_own_workloads():
+    with pytest.raises(SystemExit, match="fitted on these"):
+        model_accuracy.main(["--split", "val", "--no-xgb", "--compiled-correction"])
+
+
 def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
     import types
 

@@ -1,0 +1,197 @@
+"""A cost model's ranking corrected by what LLVM made of each schedule (issue 13, an
+experiment of the accuracy benchmark: ``model_accuracy.py --compiled-correction``).
+
+``residuals.py --compiled`` found that much of the model's miss on a schedule is visible in
+its compiled code (whether and how wide LLVM vectorized the hot loop), and that boosted
+trees over :mod:`compiled_code`'s counts, trained on other workloads' residuals, guess it.
+Here that correction becomes a method the accuracy benchmark scores at every k, fitted
+where nothing scored was trained on: the checkpoint's validation workloads.
+
+Fitting (:func:`fit_correction`): on each validation workload, the model's score before any
+measurement and the measured throughput become normal scores ``zp`` and ``z``; the residual
+``e = z - corr(z, zp) * zp`` is what the model misses. Trees over the compiled features
+(log-scaled, and standardized within the workload) learn ``e`` on four in five of the
+workloads; on the fifth, unseen by the trees, ``z ~ c0 * zp + c1 * guess`` weighs the
+guess against the score. Scoring (:class:`CompiledCorrectionMethod`): the adapted model's
+query scores ``s`` plus ``(c1 / c0) * std(s) * guess`` (the correction in the scores'
+units, ``zp`` being about ``(s - mean) / std``), so ranking metrics see the weighted sum
+and MSE(D) the scores moved by it. Reading the code costs a build per schedule (about
+0.6 s on 2 cores; cached by trace).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+FOLDS = 5  #: one in five validation workloads weighs the guess; the rest train the trees
+
+
+@dataclasses.dataclass
+class Correction:
+    """Trees that guess the model's residual from compiled features, and their weight.
+
+    Attributes:
+        booster: ``xgboost.Booster`` over :func:`workload_features` rows.
+        weight: The guess's weight relative to the model's score (``c1 / c0``, normal-score
+            units; 0 when the guess did not help on the weighing workloads).
+        stats: What the fit saw: workloads, samples, the guess's correlation with the
+            weighing workloads' residual, ``c0`` and ``c1``.
+    """
+
+    booster: object
+    weight: float
+    stats: dict
+
+
+def workload_features(raw: np.ndarray) -> np.ndarray:
+    """``n x 2d``: a workload's compiled features (``n x d`` as :func:`compiled_code.
+    compiled_features` returns them), log-scaled, beside the same standardized within the
+    workload; a schedule that did not build (``nan``) gets each feature's median."""
+    from tuner.app.accuracy import _standardized
+
+    x = np.where(np.isnan(raw), np.nan_to_num(np.nanmedian(raw, 0)), raw)
+    x = np.log1p(np.maximum(x, 0.0))
+    return np.hstack([x, _standardized(x)])
+
+
+def fit_correction(items: list[dict], seed: int = 0) -> Correction:
+    """Fit the correction on workloads the model was not trained on.
+
+    Args:
+        items: Per workload: ``prior`` (``n`` model scores before any measurement, higher:
+            faster), ``secs`` (``n`` run times) and ``features`` (``n x d``,
+            :func:`workload_features`; ``d`` the same for every workload).
+        seed: Which workloads weigh the guess.
+
+    Returns:
+        The trees and the guess's weight.
+
+    Raises:
+        ValueError: Fewer than ``FOLDS`` workloads (none would weigh the guess).
+    """
+    import xgboost as xgb
+    from residuals import GLOBAL_PARAMS, GLOBAL_ROUNDS, _corr, residuals
+
+    if len(items) < FOLDS:
+        raise ValueError(f"{len(items)} workloads: the correction needs at least {FOLDS} "
+                         "(the checkpoint's validation workloads; train with data.val_fraction "
+                         "> 0)")
+    parts = [residuals(it["prior"], it["secs"], it["secs"]) for it in items]
+    order = np.random.default_rng(seed).permutation(len(items))
+    weigh = order[::FOLDS]
+    train = [j for j in order if j not in set(weigh.tolist())]
+    booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(
+        np.concatenate([items[j]["features"] for j in train]),
+        label=np.concatenate([parts[j][2][0] for j in train])), GLOBAL_ROUNDS)
+    guess = booster.predict(xgb.DMatrix(np.concatenate([items[j]["features"] for j in weigh])))
+    zp = np.concatenate([parts[j][0] for j in weigh])
+    z = np.concatenate([parts[j][1][0] for j in weigh])
+    e = np.concatenate([parts[j][2][0] for j in weigh])
+    c0, c1 = np.linalg.lstsq(np.stack([zp, guess], 1), z, rcond=None)[0]
+    weight = max(float(c1), 0.0) / float(c0) if c0 > 0 else 0.0
+    stats = {"workloads": len(items), "train_workloads": len(train),
+             "weigh_workloads": int(len(weigh)),
+             "samples": int(sum(len(it["prior"]) for it in items)),
+             "guess_residual_corr": round(_corr(guess, e), 4),
+             "c0": round(float(c0), 4), "c1": round(float(c1), 4), "weight": round(weight, 4)}
+    return Correction(booster, weight, stats)
+
+
+class CompiledCorrectionMethod:
+    """An adapted MetaTune method whose query scores the correction moves.
+
+    Args:
+        base: The :class:`tuner.app.accuracy.MetaTuneMethod` (adapted on the support set).
+        correction: From :func:`fit_correction` on this model's validation workloads.
+        features: Workload name -> its :func:`workload_features` (every candidate, in the
+            workload's order).
+    """
+
+    def __init__(self, base, correction: Correction, features: dict[str, np.ndarray]) -> None:
+        self.base, self.correction, self.features = base, correction, features
+        self._guess: dict[str, np.ndarray] = {}
+
+    def guess(self, w) -> np.ndarray:
+        """The trees' guess of the model's residual for every candidate of ``w`` (zeros,
+        logged once, for a workload without compiled features: the model's scores)."""
+        if w.name not in self._guess:
+            import xgboost as xgb
+
+            if w.name in self.features:
+                self._guess[w.name] = self.correction.booster.predict(
+                    xgb.DMatrix(self.features[w.name])).astype(float)
+            else:
+                logger.warning("%s: no compiled features: scored by the model alone", w.name)
+                self._guess[w.name] = np.zeros(len(w.seconds))
+        return self._guess[w.name]
+
+    def scores(self, w, support: np.ndarray, query: np.ndarray, seed: int) -> np.ndarray:
+        s = self.base.adapted_scores(w, support, query)[1]
+        return s + self.correction.weight * float(np.std(s)) * self.guess(w)[query]
+
+
+def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[str, np.ndarray]:
+    """:func:`workload_features` of each workload of one split, built (or read from
+    ``cache``) for ``target``; a workload whose records do not replay in order is left out
+    (logged).
+
+    Args:
+        split_dir: The split the workloads were loaded from.
+        workloads: Its :class:`tuner.app.accuracy.EvalWorkload` s.
+        target: The ``tvm.target.Target`` to compile for.
+        cache: :func:`compiled_code.compiled_features`'s cache folder.
+    """
+    from compiled_code import compiled_features
+    from residuals import ordered_traces
+
+    traces = ordered_traces(split_dir)
+    out = {}
+    for w in workloads:
+        listed = traces.get(w.name, [])
+        if [s for _, s in listed] != list(w.seconds):
+            logger.warning("%s: records and replayed candidates differ: no compiled features",
+                           w.name)
+            continue
+        raw = compiled_features(w.name, w.candidates, [t for t, _ in listed], target, cache)
+        out[w.name] = workload_features(raw)
+    return out
+
+
+def fit_on_validation(method, checkpoint: str, data: str, target, cache: str,
+                      progress=None) -> Correction:
+    """Fit the correction on ``checkpoint``'s validation workloads (its ``.json``), each
+    scored by ``method`` before any measurement.
+
+    Args:
+        method: The checkpoint's :class:`tuner.app.accuracy.MetaTuneMethod`.
+        checkpoint: Its path.
+        data: The dataset it was trained on (its splits are relative to it).
+        target: The ``tvm.target.Target`` the compiled features are built for.
+        cache: :func:`compiled_code.compiled_features`'s cache folder.
+        progress: Called with a line per split.
+    """
+    from model_accuracy import validation_workloads
+
+    from tuner.app.accuracy import load_eval_workloads
+
+    names, splits = validation_workloads([checkpoint], data)
+    items = []
+    for split in splits:
+        split_dir = os.path.normpath(os.path.join(data, split))
+        workloads = load_eval_workloads(split_dir, (method.mode,), 16, names=names)
+        features = split_features(split_dir, workloads, target, cache)
+        for w in workloads:
+            if w.name in features:
+                raw_name, w.name = w.name, f"{w.name} [{split}]"  # the method caches by name:
+                everything = np.arange(len(w.seconds))  # one task, two CPUs' candidates
+                prior = method.adapted_scores(w, everything[:0], everything)[1]
+                items.append({"prior": prior, "secs": w.seconds, "features": features[raw_name]})
+        if progress:
+            progress(f"{split_dir}: {len(workloads)} validation workloads")
+    return fit_correction(items)
