@@ -106,15 +106,23 @@ def fit_correction(items: list[dict], seed: int = 0) -> Correction:
 class CompiledCorrectionMethod:
     """An adapted MetaTune method whose query scores the correction moves.
 
+    With ``local`` set, the guess's weight is also fitted on the task's own k measured
+    candidates: the adapted model's residuals on them regressed on the guess (least squares
+    through their means), shrunk to the global weight as if it had been seen on ``local``
+    more candidates: ``(k * b_task + local * b_global) / (k + local)``.
+
     Args:
         base: The :class:`tuner.app.accuracy.MetaTuneMethod` (adapted on the support set).
         correction: From :func:`fit_correction` on this model's validation workloads.
         features: Workload name -> its :func:`workload_features` (every candidate, in the
             workload's order).
+        local: Pseudo-candidates of the global weight (``None``: the global weight alone).
     """
 
-    def __init__(self, base, correction: Correction, features: dict[str, np.ndarray]) -> None:
+    def __init__(self, base, correction: Correction, features: dict[str, np.ndarray],
+                 local: float | None = None) -> None:
         self.base, self.correction, self.features = base, correction, features
+        self.local = local
         self._guess: dict[str, np.ndarray] = {}
 
     def guess(self, w) -> np.ndarray:
@@ -131,9 +139,25 @@ class CompiledCorrectionMethod:
                 self._guess[w.name] = np.zeros(len(w.seconds))
         return self._guess[w.name]
 
+    def weight(self, w, support: np.ndarray, support_scores: np.ndarray, scale: float) -> float:
+        """The guess's weight on ``w`` (in units of ``scale``, the query scores' spread)."""
+        b = self.correction.weight
+        if self.local is None or len(support) < 2:
+            return b
+        from tuner.app.accuracy import relative_targets
+
+        h = scale * self.guess(w)[support]
+        r = relative_targets(w.seconds, support)[support] - support_scores
+        h, r = h - h.mean(), r - r.mean()
+        if float(h @ h) < 1e-12:
+            return b
+        k = len(support)
+        return max((k * float(h @ r) / float(h @ h) + self.local * b) / (k + self.local), 0.0)
+
     def scores(self, w, support: np.ndarray, query: np.ndarray, seed: int) -> np.ndarray:
-        s = self.base.adapted_scores(w, support, query)[1]
-        return s + self.correction.weight * float(np.std(s)) * self.guess(w)[query]
+        s_support, s = self.base.adapted_scores(w, support, query)
+        scale = float(np.std(s))
+        return s + self.weight(w, support, s_support, scale) * scale * self.guess(w)[query]
 
 
 def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[str, np.ndarray]:

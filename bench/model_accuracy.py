@@ -115,6 +115,9 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                         "trees over the compiled code's features, fitted on the checkpoint's "
                         "validation workloads (bench/compiled_correction.py; builds every "
                         "schedule not in --compiled-cache, about 0.6 s each)")
+    p.add_argument("--compiled-local", type=float, default=16.0, metavar="N0",
+                   help="NAME+asm-local: the guess's weight refitted on the k samples, shrunk to "
+                        "the global one as if seen on N0 more")
     p.add_argument("--compiled-cache", default="work/cache/compiled",
                    help="where the compiled-code features are kept")
     p.add_argument("--cache-dir", default="work/cache")
@@ -441,6 +444,11 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                                     "from the compiled code, fitted on the checkpoint's "
                                     f"validation workloads (weight {fit.weight:.3f}; "
                                     "experiment, `bench/compiled_correction.py`)")
+            methods[f"{name}+asm-local"] = CompiledCorrectionMethod(
+                methods[name], fit, features, local=args.compiled_local)
+            notes[f"{name}+asm-local"] = (f"`{name}+asm` with the guess's weight refitted on "
+                                          "the k samples, shrunk to the global one as if seen "
+                                          f"on {args.compiled_local:g} more (not tuned)")
     local_xgb = XGBMethod(info.target, info.num_cores)  # shared: the blends reuse its scores
     for name, k0 in itertools.product(list(models), args.blend_xgb):
         key = f"{name}+xgb" + (f"-{k0:g}" if len(args.blend_xgb) > 1 else "")

@@ -228,6 +228,15 @@ def test_compiled_correction_fitted_elsewhere_moves_the_ranking_it_explains(monk
     assert after > before + 0.05
     nameless = types.SimpleNamespace(name="other", prior=w["prior"], seconds=w["secs"])
     assert np.array_equal(method.scores(nameless, support, query, 0), w["prior"][query])
+    # refitted on the task: a task whose miss is not the guess's turns the guess down
+    local = compiled_correction.CompiledCorrectionMethod(base, fit, {"w": w["features"]},
+                                                         local=4.0)
+    scale = float(np.std(w["prior"][query]))
+    assert local.weight(unseen, support[:1], w["prior"][support[:1]], scale) == fit.weight
+    contrary = types.SimpleNamespace(name="w", prior=w["prior"],
+                                     seconds=np.exp(-(w["prior"] - 5 * local.guess(unseen))))
+    support = np.arange(40, 80)
+    assert local.weight(contrary, support, w["prior"][support], scale) < 0.5 * fit.weight
 
 
 def test_model_accuracy_refuses_the_correction_on_its_own_workloads():
