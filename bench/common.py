@@ -244,7 +244,8 @@ def run_command(prov: dict) -> str:
 
 def write_json_atomic(path: str, obj: Any) -> None:
     """:func:`metatune.files.write_json_atomic` (a benchmark's run record: whole or absent)."""
-    sys.path.insert(0, REPO)
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
     from metatune.files import write_json_atomic as write
 
     write(path, obj)

@@ -65,51 +65,72 @@ def fit_correction(items: list[dict], seed: int = 0) -> Correction:
 
     Args:
         items: Per workload: ``prior`` (``n`` model scores before any measurement, higher:
-            faster), ``secs`` (``n`` run times) and ``features`` (``n x d``,
-            :func:`workload_features`; ``d`` the same for every workload).
-        seed: Which workloads weigh the guess.
+            faster), ``secs`` (``n`` run times), ``features`` (``n x d``,
+            :func:`workload_features`; ``d`` the same for every workload) and optionally
+            ``group`` (one task's workloads, e.g. its NCHW and NHWC twins, or its records
+            in two splits: they weigh the guess or train the trees together). A workload
+            the model or its measurements rank nothing in is left out.
+        seed: Which groups weigh the guess.
 
     Returns:
         The trees and the guess's weight.
 
     Raises:
-        ValueError: Fewer than ``FOLDS`` workloads (none would weigh the guess).
+        ValueError: Fewer than ``FOLDS`` groups (none would weigh the guess).
     """
     import xgboost as xgb
     from residuals import GLOBAL_PARAMS, GLOBAL_ROUNDS, _corr, residuals
 
-    if len(items) < FOLDS:
-        raise ValueError(f"{len(items)} workloads: the correction needs at least {FOLDS} "
-                         "(the checkpoint's validation workloads; train with data.val_fraction "
-                         "> 0)")
+    items = [it for it in items
+             if min(np.std(it["prior"]), np.std(1.0 / it["secs"])) > 1e-12]
+    groups = list(dict.fromkeys(it.get("group", i) for i, it in enumerate(items)))
+    if len(groups) < FOLDS:
+        raise ValueError(f"{len(groups)} validation tasks: the compiled-code correction needs "
+                         f"at least {FOLDS} (train the checkpoint with data.val_fraction > 0)")
     parts = [residuals(it["prior"], it["secs"], it["secs"]) for it in items]
-    order = np.random.default_rng(seed).permutation(len(items))
-    weigh = order[::FOLDS]
-    train = [j for j in order if j not in set(weigh.tolist())]
+    order = np.random.default_rng(seed).permutation(len(groups))
+    weigh_groups = {groups[g] for g in order[::FOLDS]}
+    weigh = [j for j, it in enumerate(items) if it.get("group", j) in weigh_groups]
+    train = [j for j in range(len(items)) if j not in set(weigh)]
     booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(
         np.concatenate([items[j]["features"] for j in train]),
         label=np.concatenate([parts[j][2][0] for j in train])), GLOBAL_ROUNDS)
-    guess = booster.predict(xgb.DMatrix(np.concatenate([items[j]["features"] for j in weigh])))
+    guess = np.concatenate([centred_guess(booster, items[j]["features"]) for j in weigh])
     zp = np.concatenate([parts[j][0] for j in weigh])
     z = np.concatenate([parts[j][1][0] for j in weigh])
     e = np.concatenate([parts[j][2][0] for j in weigh])
     c0, c1 = np.linalg.lstsq(np.stack([zp, guess], 1), z, rcond=None)[0]
     weight = max(float(c1), 0.0) / float(c0) if c0 > 0 else 0.0
-    stats = {"workloads": len(items), "train_workloads": len(train),
-             "weigh_workloads": int(len(weigh)),
+    stats = {"workloads": len(items), "tasks": len(groups), "train_workloads": len(train),
+             "weigh_workloads": len(weigh),
              "samples": int(sum(len(it["prior"]) for it in items)),
              "guess_residual_corr": round(_corr(guess, e), 4),
              "c0": round(float(c0), 4), "c1": round(float(c1), 4), "weight": round(weight, 4)}
     return Correction(booster, weight, stats)
 
 
+def centred_guess(booster, features: np.ndarray) -> np.ndarray:
+    """The trees' guess for one workload's candidates, less its mean (the residual it
+    guesses is centred within each workload: only differences between candidates count)."""
+    import xgboost as xgb
+
+    g = booster.predict(xgb.DMatrix(features)).astype(float)
+    return g - g.mean()
+
+
 class CompiledCorrectionMethod:
     """An adapted MetaTune method whose query scores the correction moves.
 
-    With ``local`` set, the guess's weight is also fitted on the task's own k measured
-    candidates: the adapted model's residuals on them regressed on the guess (least squares
-    through their means), shrunk to the global weight as if it had been seen on ``local``
-    more candidates: ``(k * b_task + local * b_global) / (k + local)``.
+    The global weight was fitted against the model's scores before any measurement and is
+    applied as it is after adaptation too (the adapted model may already have absorbed some
+    of the miss on larger k). With ``local`` set, the weight is also fitted on the task's
+    own k measured candidates, in normal scores as the global one: their targets' ``t``
+    regressed on the model's scores' ``x`` *before* adaptation (so the model has not
+    fitted these residuals already), slope ``a``, the residual ``r = t - a * x`` then on
+    the guess ``g``, and the two weights pooled by precision, the global one ``b`` counted
+    as ``local`` candidates of the workload's typical guess:
+    ``(g.r / a + local * v * b) / (g.g + local * v)``, ``v`` the mean squared guess over
+    the workload; never below 0 (a guess that hurts is turned off, not reversed).
 
     Args:
         base: The :class:`tuner.app.accuracy.MetaTuneMethod` (adapted on the support set).
@@ -124,40 +145,54 @@ class CompiledCorrectionMethod:
         self.base, self.correction, self.features = base, correction, features
         self.local = local
         self._guess: dict[str, np.ndarray] = {}
+        self._prior: dict[str, np.ndarray] = {}
 
     def guess(self, w) -> np.ndarray:
-        """The trees' guess of the model's residual for every candidate of ``w`` (zeros,
-        logged once, for a workload without compiled features: the model's scores)."""
+        """The trees' centred guess of the model's residual for every candidate of ``w``
+        (zeros, logged once, for a workload without compiled features: the model's
+        scores)."""
         if w.name not in self._guess:
-            import xgboost as xgb
-
             if w.name in self.features:
-                self._guess[w.name] = self.correction.booster.predict(
-                    xgb.DMatrix(self.features[w.name])).astype(float)
+                self._guess[w.name] = centred_guess(self.correction.booster,
+                                                    self.features[w.name])
             else:
                 logger.warning("%s: no compiled features: scored by the model alone", w.name)
                 self._guess[w.name] = np.zeros(len(w.seconds))
         return self._guess[w.name]
 
-    def weight(self, w, support: np.ndarray, support_scores: np.ndarray, scale: float) -> float:
-        """The guess's weight on ``w`` (in units of ``scale``, the query scores' spread)."""
+    def prior(self, w) -> np.ndarray:
+        """The model's scores of every candidate of ``w`` before adaptation (cached)."""
+        if w.name not in self._prior:
+            every = np.arange(len(w.seconds))
+            self._prior[w.name] = self.base.adapted_scores(w, every[:0], every)[1]
+        return self._prior[w.name]
+
+    def weight(self, w, support: np.ndarray) -> float:
+        """The guess's weight on ``w`` relative to the model's scores (see the class)."""
         b = self.correction.weight
-        if self.local is None or len(support) < 2:
+        if self.local is None or len(support) < 3:
             return b
+        from residuals import normal_scores
+
         from tuner.app.accuracy import relative_targets
 
-        h = scale * self.guess(w)[support]
-        r = relative_targets(w.seconds, support)[support] - support_scores
-        h, r = h - h.mean(), r - r.mean()
-        if float(h @ h) < 1e-12:
+        g_all = self.guess(w)
+        x = normal_scores(self.prior(w)[support])
+        t = normal_scores(relative_targets(w.seconds, support)[support])
+        g = g_all[support] - g_all[support].mean()
+        if float(x @ x) < 1e-12 or float(g @ g) < 1e-12:
             return b
-        k = len(support)
-        return max((k * float(h @ r) / float(h @ h) + self.local * b) / (k + self.local), 0.0)
+        a = float(x @ t) / float(x @ x)
+        if a <= 0:  # the scores do not order this support: nothing to weigh the guess by
+            return b
+        v = float(np.mean(g_all ** 2))
+        return max((float(g @ (t - a * x)) / a + self.local * v * b)
+                   / (float(g @ g) + self.local * v), 0.0)
 
     def scores(self, w, support: np.ndarray, query: np.ndarray, seed: int) -> np.ndarray:
-        s_support, s = self.base.adapted_scores(w, support, query)
-        scale = float(np.std(s))
-        return s + self.weight(w, support, s_support, scale) * scale * self.guess(w)[query]
+        b = self.weight(w, support)  # before the adaptation below: it may reuse the cache
+        s = self.base.adapted_scores(w, support, query)[1]
+        return s + b * float(np.std(s)) * self.guess(w)[query]
 
 
 def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[str, np.ndarray]:
@@ -212,10 +247,12 @@ def fit_on_validation(method, checkpoint: str, data: str, target, cache: str,
         features = split_features(split_dir, workloads, target, cache)
         for w in workloads:
             if w.name in features:
-                raw_name, w.name = w.name, f"{w.name} [{split}]"  # the method caches by name:
-                everything = np.arange(len(w.seconds))  # one task, two CPUs' candidates
+                # the method caches by name: a name in two splits has two sets of candidates
+                raw_name, w.name = w.name, f"{w.name} [{split}]"
+                everything = np.arange(len(w.seconds))
                 prior = method.adapted_scores(w, everything[:0], everything)[1]
-                items.append({"prior": prior, "secs": w.seconds, "features": features[raw_name]})
+                items.append({"prior": prior, "secs": w.seconds, "features": features[raw_name],
+                              "group": raw_name.removesuffix("_nhwc")})
         if progress:
             progress(f"{split_dir}: {len(workloads)} validation workloads")
     return fit_correction(items)

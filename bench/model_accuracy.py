@@ -436,8 +436,17 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
 
         features = split_features(split_dir, workloads, info.target, args.compiled_cache)
         for name, path in specs:
-            fit = fit_on_validation(methods[name], path, args.data, info.target,
-                                    args.compiled_cache, lambda msg: logging.info("%s", msg))
+            clash = sorted(set(validation_workloads([path], args.data)[0])
+                           & {w.name for w in workloads})
+            if clash:
+                raise SystemExit(f"--compiled-correction: {len(clash)} scored workloads are "
+                                 f"validation workloads of {path} (e.g. {clash[0]}), which the "
+                                 "correction is fitted on: score held-out ones")
+            try:
+                fit = fit_on_validation(methods[name], path, args.data, info.target,
+                                        args.compiled_cache, lambda msg: logging.info("%s", msg))
+            except ValueError as err:
+                raise SystemExit(f"--compiled-correction, {path}: {err}") from err
             corrections[name] = fit.stats
             methods[f"{name}+asm"] = CompiledCorrectionMethod(methods[name], fit, features)
             notes[f"{name}+asm"] = (f"`{name}` adapted, plus boosted trees' guess of its miss "

@@ -215,8 +215,12 @@ def test_compiled_correction_fitted_elsewhere_moves_the_ranking_it_explains(monk
 
     fit = compiled_correction.fit_correction([workload() for _ in range(10)])
     assert fit.weight > 0.3 and fit.stats["guess_residual_corr"] > 0.6
+    # one task's twins weigh or train together: three tasks are too few to weigh on
     with pytest.raises(ValueError, match="at least"):
-        compiled_correction.fit_correction([workload() for _ in range(2)])
+        compiled_correction.fit_correction([{**workload(), "group": i % 3} for i in range(9)])
+    flat = {**workload(), "prior": np.zeros(80)}  # ranks nothing: left out
+    assert compiled_correction.fit_correction(
+        [workload() for _ in range(5)] + [flat]).stats["workloads"] == 5
 
     w = workload()
     base = types.SimpleNamespace(adapted_scores=lambda w, s, q: (w.prior[s], w.prior[q]))
@@ -231,12 +235,11 @@ def test_compiled_correction_fitted_elsewhere_moves_the_ranking_it_explains(monk
     # refitted on the task: a task whose miss is not the guess's turns the guess down
     local = compiled_correction.CompiledCorrectionMethod(base, fit, {"w": w["features"]},
                                                          local=4.0)
-    scale = float(np.std(w["prior"][query]))
-    assert local.weight(unseen, support[:1], w["prior"][support[:1]], scale) == fit.weight
+    assert local.weight(unseen, support[:2]) == fit.weight  # too few to refit on
+    assert local.weight(unseen, np.arange(40, 80)) > 0.5 * fit.weight  # its own kind of miss
     contrary = types.SimpleNamespace(name="w", prior=w["prior"],
                                      seconds=np.exp(-(w["prior"] - 5 * local.guess(unseen))))
-    support = np.arange(40, 80)
-    assert local.weight(contrary, support, w["prior"][support], scale) < 0.5 * fit.weight
+    assert local.weight(contrary, np.arange(40, 80)) < 0.5 * fit.weight
 
 
 def test_model_accuracy_refuses_the_correction_on_its_own_workloads():
