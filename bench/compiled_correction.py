@@ -222,10 +222,10 @@ def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[
     return out
 
 
-def fit_on_validation(method, checkpoint: str, data: str, target, cache: str,
-                      progress=None) -> Correction:
-    """Fit the correction on ``checkpoint``'s validation workloads (its ``.json``), each
-    scored by ``method`` before any measurement.
+def validation_items(method, checkpoint: str, data: str, target, cache: str,
+                     progress=None) -> list[dict]:
+    """:func:`fit_correction`'s items: ``checkpoint``'s validation workloads (its
+    ``.json``), each scored by ``method`` before any measurement.
 
     Args:
         method: The checkpoint's :class:`tuner.app.accuracy.MetaTuneMethod`.
@@ -255,4 +255,4 @@ def fit_on_validation(method, checkpoint: str, data: str, target, cache: str,
                               "group": raw_name.removesuffix("_nhwc")})
         if progress:
             progress(f"{split_dir}: {len(workloads)} validation workloads")
-    return fit_correction(items)
+    return items

@@ -118,6 +118,10 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compiled-local", type=float, default=16.0, metavar="N0",
                    help="NAME+asm-local: the guess's weight refitted on the k samples, shrunk to "
                         "the global one as if seen on N0 more")
+    p.add_argument("--compiled-fit-seeds", type=int, nargs="+", default=[0], metavar="SEED",
+                   help="which validation tasks weigh the correction's guess (the rest train "
+                        "its trees): NAME+asm and NAME+asm-local with the first, "
+                        "NAME+asm-fit<SEED> with each other (how much the fold matters)")
     p.add_argument("--compiled-cache", default="work/cache/compiled",
                    help="where the compiled-code features are kept")
     p.add_argument("--cache-dir", default="work/cache")
@@ -188,7 +192,7 @@ def _markdown(doc: dict) -> str:
              "Methods:", ""]
     lines += [f"- `{m}`: {doc['notes'].get(m) or METHOD_NOTES[m]}" for m in doc["summary"]]
     for name, fit in doc.get("compiled_corrections", {}).items():
-        lines.append(f"- `{name}+asm`'s fit: {fit['workloads']} validation workloads "
+        lines.append(f"- `{name}`'s fit: {fit['workloads']} validation workloads "
                      f"({fit['samples']} schedules), trees on {fit['train_workloads']}, "
                      f"weighed on {fit['weigh_workloads']} (guess-residual correlation "
                      f"{fit['guess_residual_corr']:.3f}, c0 {fit['c0']:.3f}, c1 {fit['c1']:.3f})")
@@ -431,8 +435,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                               "on the k samples (experiment; random at k=0)")
     corrections = {}
     if args.compiled_correction:
-        from compiled_correction import (CompiledCorrectionMethod, fit_on_validation,
-                                         split_features)
+        from compiled_correction import (CompiledCorrectionMethod, fit_correction,
+                                         split_features, validation_items)
 
         features = split_features(split_dir, workloads, info.target, args.compiled_cache)
         for name, path in specs:
@@ -442,22 +446,26 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                 raise SystemExit(f"--compiled-correction: {len(clash)} scored workloads are "
                                  f"validation workloads of {path} (e.g. {clash[0]}), which the "
                                  "correction is fitted on: score held-out ones")
-            try:
-                fit = fit_on_validation(methods[name], path, args.data, info.target,
-                                        args.compiled_cache, lambda msg: logging.info("%s", msg))
-            except ValueError as err:
-                raise SystemExit(f"--compiled-correction, {path}: {err}") from err
-            corrections[name] = fit.stats
-            methods[f"{name}+asm"] = CompiledCorrectionMethod(methods[name], fit, features)
-            notes[f"{name}+asm"] = (f"`{name}` adapted, plus boosted trees' guess of its miss "
-                                    "from the compiled code, fitted on the checkpoint's "
-                                    f"validation workloads (weight {fit.weight:.3f}; "
-                                    "experiment, `bench/compiled_correction.py`)")
-            methods[f"{name}+asm-local"] = CompiledCorrectionMethod(
-                methods[name], fit, features, local=args.compiled_local)
-            notes[f"{name}+asm-local"] = (f"`{name}+asm` with the guess's weight refitted on "
-                                          "the k samples, shrunk to the global one as if seen "
-                                          f"on {args.compiled_local:g} more (not tuned)")
+            items = validation_items(methods[name], path, args.data, info.target,
+                                     args.compiled_cache, lambda msg: logging.info("%s", msg))
+            for n, fit_seed in enumerate(args.compiled_fit_seeds):
+                try:
+                    fit = fit_correction(items, seed=fit_seed)
+                except ValueError as err:
+                    raise SystemExit(f"--compiled-correction, {path}: {err}") from err
+                key = f"{name}+asm" + (f"-fit{fit_seed}" if n else "")
+                corrections[key] = {"fit_seed": fit_seed, **fit.stats}
+                methods[key] = CompiledCorrectionMethod(methods[name], fit, features)
+                notes[key] = (f"`{name}` adapted, plus boosted trees' guess of its miss from "
+                              "the compiled code, fitted on the checkpoint's validation "
+                              f"workloads (fold seed {fit_seed}, weight {fit.weight:.3f}; "
+                              "experiment, `bench/compiled_correction.py`)")
+                if not n:
+                    methods[f"{key}-local"] = CompiledCorrectionMethod(
+                        methods[name], fit, features, local=args.compiled_local)
+                    notes[f"{key}-local"] = (f"`{key}` with the guess's weight refitted on the "
+                                             "k samples, pooled with the global one as if seen "
+                                             f"on {args.compiled_local:g} more (not tuned)")
     local_xgb = XGBMethod(info.target, info.num_cores)  # shared: the blends reuse its scores
     for name, k0 in itertools.product(list(models), args.blend_xgb):
         key = f"{name}+xgb" + (f"-{k0:g}" if len(args.blend_xgb) > 1 else "")
