@@ -239,7 +239,7 @@ def validation_items(method, checkpoint: str, data: str, target, cache: str,
 
     from tuner.app.accuracy import load_eval_workloads
 
-    names, splits = validation_workloads([checkpoint], data)
+    names, splits = validation_workloads([checkpoint], data, "--compiled-correction")
     items = []
     for split in splits:
         split_dir = os.path.normpath(os.path.join(data, split))

@@ -241,10 +241,16 @@ def network_workloads(split_dir: str, networks: list[str]) -> list[str]:
     return names
 
 
-def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], list[str]]:
+def validation_workloads(checkpoints: list[str], data: str,
+                         why: str = "--split val") -> tuple[list[str], list[str]]:
     """The validation workloads the checkpoints were trained beside (their ``.json``
     sidecars), which must agree and come from ``data``, and the training splits of ``data``
     they were drawn from (``train`` for a sidecar that names none).
+
+    Args:
+        checkpoints: The checkpoints' paths.
+        data: The dataset they should have been trained on.
+        why: What needs them (the start of an error message).
 
     Raises:
         SystemExit: A sidecar is unreadable, names no validation workload, another dataset,
@@ -262,17 +268,17 @@ def validation_workloads(checkpoints: list[str], data: str) -> tuple[list[str], 
             found, trained_on = list(meta["val_workloads"]), meta["dir"]
             found_splits = list(meta.get("splits") or ["train"])
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise SystemExit(f"--split val: cannot read the validation workloads of "
+            raise SystemExit(f"{why}: cannot read the validation workloads of "
                              f"{checkpoint} from {sidecar} ({err}); train it with train.py, "
                              "which writes it") from err
         if os.path.normpath(trained_on) != os.path.normpath(os.path.relpath(data, REPO)):
-            raise SystemExit(f"--split val: {checkpoint} was trained on {trained_on}, not "
+            raise SystemExit(f"{why}: {checkpoint} was trained on {trained_on}, not "
                              f"--data {data}: its validation workloads are {trained_on}'s")
         if not found:
-            raise SystemExit(f"--split val: {checkpoint} was trained without validation "
+            raise SystemExit(f"{why}: {checkpoint} was trained without validation "
                              "workloads (data.val_fraction=0)")
         if names is not None and (sorted(found) != sorted(names) or found_splits != splits):
-            raise SystemExit(f"--split val: {checkpoint} has other validation workloads or "
+            raise SystemExit(f"{why}: {checkpoint} has other validation workloads or "
                              f"splits than {checkpoints[0]}: train both with the same seed, "
                              "data and data.splits")
         names = found if names is None else names
@@ -440,7 +446,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
 
         features = split_features(split_dir, workloads, info.target, args.compiled_cache)
         for name, path in specs:
-            clash = sorted(set(validation_workloads([path], args.data)[0])
+            clash = sorted(set(validation_workloads([path], args.data, "--compiled-correction")[0])
                            & {w.name for w in workloads})
             if clash:
                 raise SystemExit(f"--compiled-correction: {len(clash)} scored workloads are "

@@ -39,6 +39,9 @@ def test_validation_workloads_must_agree_and_come_from_the_data(tmp_path):
         model_accuracy.validation_workloads([elsewhere], data)
     with pytest.raises(SystemExit, match="cannot read"):
         model_accuracy.validation_workloads([str(tmp_path / "none.ckpt")], data)
+    with pytest.raises(SystemExit, match="^--compiled-correction: cannot read"):
+        model_accuracy.validation_workloads([str(tmp_path / "none.ckpt")], data,
+                                            "--compiled-correction")
 
 
 def test_the_target_is_the_datas_own(tmp_path):
