@@ -109,7 +109,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ensemble", action="append", default=[], metavar="NAME=A+B[+...]",
                    help="also score the mean of these methods' scores (--model NAMEs: "
                         "checkpoints averaged as tune.py's metatune.ensemble averages them; "
-                        "repeatable)")
+                        "NAME=A,B where a member's name holds a '+'; repeatable)")
     p.add_argument("--compiled-correction", action="store_true",
                    help="add NAME+asm for every model: its adapted scores corrected by boosted "
                         "trees over the compiled code's features, fitted on the checkpoint's "
@@ -133,7 +133,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 def _ensembles(specs: list[str], methods: dict) -> list[tuple[str, list[str]]]:
     """``--ensemble NAME=A+B`` as ``(NAME, [A, B])`` pairs, every member a method already
     scored or an ensemble named before (so ``pair=a+b`` then ``mix=pair+xgb-Xfer`` weighs
-    the pair and xgb-Xfer alike).
+    the pair and xgb-Xfer alike). Members whose names hold a ``+`` (``super+asm``) are
+    separated by commas instead: ``NAME=A+asm,B+asm``.
 
     Raises:
         SystemExit: A malformed spec, a taken name or an unknown member.
@@ -142,9 +143,10 @@ def _ensembles(specs: list[str], methods: dict) -> list[tuple[str, list[str]]]:
     methods = dict(methods)  # the ensembles named so far join them
     for spec in specs:
         name, _, rhs = spec.partition("=")
-        members = [m for m in rhs.split("+") if m]
+        members = [m for m in rhs.split("," if "," in rhs else "+") if m]
         if not name or len(members) < 2:
-            raise SystemExit(f"--ensemble {spec!r}: give NAME=A+B with two or more methods")
+            raise SystemExit(f"--ensemble {spec!r}: give NAME=A+B (or NAME=A,B) with two or "
+                             "more methods")
         unknown = [m for m in members if m not in methods]
         if unknown or name in methods:
             raise SystemExit(f"--ensemble {spec!r}: " + (

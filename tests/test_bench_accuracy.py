@@ -391,6 +391,9 @@ def test_an_ensemble_names_methods_already_scored():
     with pytest.raises(SystemExit, match="no method 'both'"):  # named later: not yet
         model_accuracy._ensembles(["mix=both+xgb-Xfer", "both=super+plain"], methods)
     assert "both" not in methods
+    corrected = {"super+asm": 0, "plain+asm": 0}
+    assert model_accuracy._ensembles(["pair=super+asm,plain+asm"], corrected) == [
+        ("pair", ["super+asm", "plain+asm"])]  # names with a '+': commas between them
     for spec, message in [("both=super", "two or more"), ("=super+plain", "two or more"),
                           ("both=super+gcn", "no method 'gcn'"), ("plain=super+xgb-Xfer", "taken")]:
         with pytest.raises(SystemExit, match=message):
