@@ -113,6 +113,13 @@ def asm_features(asm: str) -> np.ndarray:
     return np.concatenate([whole, per.sum(0), hot, extra])
 
 
+def log_counts(raw: np.ndarray) -> np.ndarray:
+    """:func:`compiled_features`'s ``n x d`` array log-scaled (``log1p``), a schedule that
+    did not build (``nan``) given each feature's median over the others."""
+    x = np.where(np.isnan(raw), np.nan_to_num(np.nanmedian(raw, 0)), raw)
+    return np.log1p(np.maximum(x, 0.0))
+
+
 def _key(trace: str) -> str:
     return hashlib.sha1(trace.encode()).hexdigest()[:16]
 

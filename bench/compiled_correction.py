@@ -10,13 +10,15 @@ where nothing scored was trained on: the checkpoint's validation workloads.
 Fitting (:func:`fit_correction`): on each validation workload, the model's score before any
 measurement and the measured throughput become normal scores ``zp`` and ``z``; the residual
 ``e = z - corr(z, zp) * zp`` is what the model misses. Trees over the compiled features
-(log-scaled, and standardized within the workload) learn ``e`` on four in five of the
-workloads; on the fifth, unseen by the trees, ``z ~ c0 * zp + c1 * guess`` weighs the
-guess against the score. Scoring (:class:`CompiledCorrectionMethod`): the adapted model's
-query scores ``s`` plus ``(c1 / c0) * std(s) * guess`` (the correction in the scores'
-units, ``zp`` being about ``(s - mean) / std``), so ranking metrics see the weighted sum
-and MSE(D) the scores moved by it. Reading the code costs a build per schedule (about
-0.6 s on 2 cores; cached by trace).
+(log-scaled, and standardized within the workload) learn ``e`` on the workloads of four
+in five of the tasks (a task's NCHW and NHWC twins, or its records in two splits, kept on
+one side); on the fifth, unseen by the trees, ``z ~ c0 * zp + c1 * guess`` weighs the
+guess (centred within each workload) against the score. Scoring
+(:class:`CompiledCorrectionMethod`): the adapted model's query scores ``s`` plus
+``(c1 / c0) * std(s) * guess`` (the correction in the scores' units, ``zp`` being about
+``(s - mean) / std``), so ranking metrics see the weighted sum and MSE(D) the scores moved
+by it. Reading the code costs a build per schedule (about 0.5 s on 2 cores; cached by
+trace).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-FOLDS = 5  #: one in five validation workloads weighs the guess; the rest train the trees
+FOLDS = 5  #: one in five validation tasks weighs the guess; the rest train the trees
 
 
 @dataclasses.dataclass
@@ -53,10 +55,11 @@ def workload_features(raw: np.ndarray) -> np.ndarray:
     """``n x 2d``: a workload's compiled features (``n x d`` as :func:`compiled_code.
     compiled_features` returns them), log-scaled, beside the same standardized within the
     workload; a schedule that did not build (``nan``) gets each feature's median."""
+    from compiled_code import log_counts
+
     from tuner.app.accuracy import _standardized
 
-    x = np.where(np.isnan(raw), np.nan_to_num(np.nanmedian(raw, 0)), raw)
-    x = np.log1p(np.maximum(x, 0.0))
+    x = log_counts(raw)
     return np.hstack([x, _standardized(x)])
 
 

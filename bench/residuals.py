@@ -370,12 +370,9 @@ def feature_correlations(items: list[dict], space: str, names: list[str], top: i
 def _compiled(w, traces: list[str], target, cache: str) -> np.ndarray:
     """``w``'s compiled-code features (:mod:`compiled_code`), log-scaled, a schedule that did
     not build given each feature's median."""
-    from compiled_code import compiled_features
+    from compiled_code import compiled_features, log_counts
 
-    x = compiled_features(w.name, w.candidates, traces, target, cache)
-    if np.isnan(x).any():
-        x = np.where(np.isnan(x), np.nan_to_num(np.nanmedian(x, 0)), x)
-    return np.log1p(np.maximum(x, 0.0))
+    return log_counts(compiled_features(w.name, w.candidates, traces, target, cache))
 
 
 def repeat_times(split_dir: str, names: set[str]) -> dict[str, dict[str, float]]:
