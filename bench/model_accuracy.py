@@ -17,6 +17,9 @@ Usage:
     python bench/model_accuracy.py --data data/llvm-haswell \
         --train-data data/llvm-icelake-server \
         --model super=checkpoints/llvm-icelake-server-super.ckpt
+    # each checkpoint also corrected by its compiled code (bench/compiled_correction.py)
+    python bench/model_accuracy.py --data data/llvm-emeraldrapids --split heldout-nhwc \
+        --model super=checkpoints/llvm-emeraldrapids-super.ckpt --compiled-correction
 """
 
 from __future__ import annotations
@@ -194,8 +197,9 @@ def _markdown(doc: dict) -> str:
              "Methods:", ""]
     lines += [f"- `{m}`: {doc['notes'].get(m) or METHOD_NOTES[m]}" for m in doc["summary"]]
     for name, fit in doc.get("compiled_corrections", {}).items():
-        lines.append(f"- `{name}`'s fit: {fit['workloads']} validation workloads "
-                     f"({fit['samples']} schedules), trees on {fit['train_workloads']}, "
+        lines.append(f"- `{name}`'s fit: {fit['workloads']} validation workloads of "
+                     f"{fit.get('tasks', '?')} tasks ({fit['samples']} schedules), trees on "
+                     f"{fit['train_workloads']}, "
                      f"weighed on {fit['weigh_workloads']} (guess-residual correlation "
                      f"{fit['guess_residual_corr']:.3f}, c0 {fit['c0']:.3f}, c1 {fit['c1']:.3f})")
     titles = {"mse": "MSE (lower is better)", "mse_d": "MSE(D), top 25 % (lower is better)",
