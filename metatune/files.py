@@ -9,7 +9,8 @@ from typing import Any
 
 
 def write_text_atomic(path: str, text: str, fsync: bool = False) -> None:
-    """Write ``text`` to ``path`` through ``<path>.tmp`` and a rename.
+    """Write ``text`` to ``path`` through ``<path>.<pid>.tmp`` and a rename (the process id:
+    two processes writing the same file at once each rename a whole one, the last wins).
 
     Args:
         path: The file to write (its folder must exist).
@@ -17,7 +18,7 @@ def write_text_atomic(path: str, text: str, fsync: bool = False) -> None:
         fsync: Flush the data to the disk before the rename (a record a crash must not
             lose, not a page that is written again).
     """
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         if fsync:

@@ -19,3 +19,8 @@ def test_a_failed_write_leaves_the_old_file_whole(tmp_path):
     write_text_atomic(path, "a\nb\n", fsync=True)
     assert open(path).read() == "a\nb\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # no .tmp left
+    # another process's half-written copy of the same file is not this one's
+    (tmp_path / "run.json.0.tmp").write_text("{half")
+    write_json_atomic(path, {"best": 2.0})
+    assert json.load(open(path)) == {"best": 2.0}
+    assert (tmp_path / "run.json.0.tmp").read_text() == "{half"
