@@ -81,8 +81,7 @@ def fit_correction(items: list[dict], seed: int = 0) -> Correction:
     Raises:
         ValueError: Fewer than ``FOLDS`` groups (none would weigh the guess).
     """
-    import xgboost as xgb
-    from residuals import GLOBAL_PARAMS, GLOBAL_ROUNDS, _corr, residuals
+    from residuals import _corr, residuals, weighed_trees
 
     items = [it for it in items
              if min(np.std(it["prior"]), np.std(1.0 / it["secs"])) > 1e-12]
@@ -95,14 +94,10 @@ def fit_correction(items: list[dict], seed: int = 0) -> Correction:
     weigh_groups = {groups[g] for g in order[::FOLDS]}
     weigh = [j for j, it in enumerate(items) if it.get("group", j) in weigh_groups]
     train = [j for j in range(len(items)) if j not in set(weigh)]
-    booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(
-        np.concatenate([items[j]["features"] for j in train]),
-        label=np.concatenate([parts[j][2][0] for j in train])), GLOBAL_ROUNDS)
-    guess = np.concatenate([centred_guess(booster, items[j]["features"]) for j in weigh])
-    zp = np.concatenate([parts[j][0] for j in weigh])
-    z = np.concatenate([parts[j][1][0] for j in weigh])
+    booster, (c0, c1), guess = weighed_trees(
+        [(items[j]["features"], parts[j][2][0]) for j in train],
+        [(items[j]["features"], parts[j][0], parts[j][1][0]) for j in weigh], centred_guess)
     e = np.concatenate([parts[j][2][0] for j in weigh])
-    c0, c1 = np.linalg.lstsq(np.stack([zp, guess], 1), z, rcond=None)[0]
     weight = max(float(c1), 0.0) / float(c0) if c0 > 0 else 0.0
     stats = {"workloads": len(items), "tasks": len(groups), "train_workloads": len(train),
              "weigh_workloads": len(weigh),
@@ -225,24 +220,22 @@ def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[
     return out
 
 
-def validation_items(method, checkpoint: str, data: str, target, cache: str,
-                     progress=None) -> list[dict]:
-    """:func:`fit_correction`'s items: ``checkpoint``'s validation workloads (its
-    ``.json``), each scored by ``method`` before any measurement.
+def validation_items(method, names: list[str], splits: list[str], data: str, target,
+                     cache: str, progress=None) -> list[dict]:
+    """:func:`fit_correction`'s items: a checkpoint's validation workloads, each scored by
+    ``method`` before any measurement.
 
     Args:
         method: The checkpoint's :class:`tuner.app.accuracy.MetaTuneMethod`.
-        checkpoint: Its path.
+        names, splits: Its validation workloads and the splits they are drawn from
+            (:func:`model_accuracy.validation_workloads`).
         data: The dataset it was trained on (its splits are relative to it).
         target: The ``tvm.target.Target`` the compiled features are built for.
         cache: :func:`compiled_code.compiled_features`'s cache folder.
         progress: Called with a line per split.
     """
-    from model_accuracy import validation_workloads
-
     from tuner.app.accuracy import load_eval_workloads
 
-    names, splits = validation_workloads([checkpoint], data, "--compiled-correction")
     items = []
     for split in splits:
         split_dir = os.path.normpath(os.path.join(data, split))

@@ -452,14 +452,16 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
 
         features = split_features(split_dir, workloads, info.target, args.compiled_cache)
         for name, path in specs:
-            clash = sorted(set(validation_workloads([path], args.data, "--compiled-correction")[0])
-                           & {w.name for w in workloads})
+            val_names, val_splits = validation_workloads([path], args.data,
+                                                         "--compiled-correction")
+            clash = sorted(set(val_names) & {w.name for w in workloads})
             if clash:
                 raise SystemExit(f"--compiled-correction: {len(clash)} scored workloads are "
                                  f"validation workloads of {path} (e.g. {clash[0]}), which the "
                                  "correction is fitted on: score held-out ones")
-            items = validation_items(methods[name], path, args.data, info.target,
-                                     args.compiled_cache, lambda msg: logging.info("%s", msg))
+            items = validation_items(methods[name], val_names, val_splits, args.data,
+                                     info.target, args.compiled_cache,
+                                     lambda msg: logging.info("%s", msg))
             for n, fit_seed in enumerate(args.compiled_fit_seeds):
                 try:
                     fit = fit_correction(items, seed=fit_seed)

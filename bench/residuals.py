@@ -275,6 +275,32 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
     return row
 
 
+def weighed_trees(train: list[tuple[np.ndarray, np.ndarray]],
+                  weigh: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                  guess=None) -> tuple[object, np.ndarray, np.ndarray]:
+    """Boosted trees that guess a model's residual, and the weights of score and guess.
+
+    Args:
+        train: Per workload the trees learn from: ``(features n x d, residual n)``.
+        weigh: Per workload the trees do not see: ``(features n x d, model's normal
+            scores n, measured normal scores n)``; ``z ~ c0 * zp + c1 * guess`` over them.
+        guess: ``(booster, features) -> n`` guesses (default: the trees' prediction).
+
+    Returns:
+        ``(booster, (c0, c1), the weighing workloads' guesses concatenated)``.
+    """
+    import xgboost as xgb
+
+    guess = guess or (lambda booster, x: booster.predict(xgb.DMatrix(x)))
+    booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(np.concatenate([x for x, _ in train]),
+                                                   label=np.concatenate([e for _, e in train])),
+                        GLOBAL_ROUNDS)
+    held = np.concatenate([guess(booster, x) for x, _, _ in weigh])
+    coef = np.linalg.lstsq(np.stack([np.concatenate([zp for _, zp, _ in weigh]), held], 1),
+                           np.concatenate([z for _, _, z in weigh]), rcond=None)[0]
+    return booster, coef, held
+
+
 def global_corrections(items: list[dict], space: str) -> list[dict]:
     """Each workload's residual guessed by boosted trees trained on the other workloads'.
 
@@ -317,14 +343,9 @@ def global_corrections(items: list[dict], space: str) -> list[dict]:
             continue
         corr, fixed, base = [], [], []
         for a, b in ((0, 1), (1, 0)):
-            booster = xgb.train(GLOBAL_PARAMS, xgb.DMatrix(
-                np.concatenate([x[j] for j in train]),
-                label=np.concatenate([parts[j][2][a] for j in train])), GLOBAL_ROUNDS)
             # the weights of score and guess: fitted on workloads the trees did not see
-            held = booster.predict(xgb.DMatrix(np.concatenate([x[j] for j in weigh])))
-            scores = np.concatenate([parts[j][0] for j in weigh])
-            coef = np.linalg.lstsq(np.stack([scores, held], 1),
-                                   np.concatenate([parts[j][1][a] for j in weigh]), rcond=None)[0]
+            booster, coef, _ = weighed_trees([(x[j], parts[j][2][a]) for j in train],
+                                             [(x[j], parts[j][0], parts[j][1][a]) for j in weigh])
             zp, _, e = parts[i]
             guess = booster.predict(xgb.DMatrix(x[i]))
             corr.append(_corr(guess, e[b]))
