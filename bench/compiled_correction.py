@@ -193,6 +193,29 @@ class CompiledCorrectionMethod:
         return s + b * float(np.std(s)) * self.guess(w)[query]
 
 
+def fit_target(train_data: str, splits: list[str]):
+    """The ``tvm.target.Target`` a checkpoint's validation workloads are built for: the one
+    its own dataset was measured for (its first split inside ``train_data``; the records of
+    other CPUs' splits it also trained on are built for it too).
+
+    Args:
+        train_data: The dataset the checkpoint was trained on (``data/llvm-znver4``).
+        splits: The training splits its validation workloads come from, relative to it.
+
+    Raises:
+        ValueError: None of ``splits`` is inside ``train_data``.
+    """
+    from model_accuracy import data_target
+
+    from tuner.engine.targets import resolve_target
+
+    own = [s for s in splits if not os.path.normpath(s).startswith("..")]
+    if not own:
+        raise ValueError(f"none of the splits {splits} is inside {train_data}: its target is "
+                         "unknown")
+    return resolve_target(data_target(os.path.join(train_data, own[0]))).target
+
+
 def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[str, np.ndarray]:
     """:func:`workload_features` of each workload of one split, built (or read from
     ``cache``) for ``target``; a workload whose records do not replay in order is left out

@@ -113,11 +113,13 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also score the mean of these methods' scores (--model NAMEs: "
                         "checkpoints averaged as tune.py's metatune.ensemble averages them; "
                         "NAME=A,B where a member's name holds a '+'; repeatable)")
-    p.add_argument("--compiled-correction", action="store_true",
-                   help="add NAME+asm for every model: its adapted scores corrected by boosted "
-                        "trees over the compiled code's features, fitted on the checkpoint's "
-                        "validation workloads (bench/compiled_correction.py; builds every "
-                        "schedule not in --compiled-cache, about 0.6 s each)")
+    p.add_argument("--compiled-correction", nargs="*", default=None, metavar="NAME",
+                   help="add NAME+asm for these models (none named: every model): its adapted "
+                        "scores corrected by boosted trees over the compiled code's features, "
+                        "fitted on the checkpoint's validation workloads in --train-data "
+                        "(bench/compiled_correction.py; builds every schedule not in "
+                        "--compiled-cache, about 0.5 s each; bench/compile_features.py builds "
+                        "them ahead on every core)")
     p.add_argument("--compiled-local", type=float, default=16.0, metavar="N0",
                    help="NAME+asm-local: the guess's weight refitted on the k samples, shrunk to "
                         "the global one as if seen on N0 more")
@@ -377,7 +379,11 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         raise SystemExit(f"--split {args.split}: name the networks the checkpoints left out "
                          "(--networks ...; train.py data.leave_out_networks=[...]); "
                          "xgb-Xfer's base model leaves them out too")
-    if val and args.compiled_correction:
+    unknown = sorted(set(args.compiled_correction or ()) - {n for n, _ in specs})
+    if unknown:
+        raise SystemExit(f"--compiled-correction {' '.join(unknown)}: not a --model NAME "
+                         f"(they are: {', '.join(n for n, _ in specs)})")
+    if val and args.compiled_correction is not None:
         raise SystemExit("--split val: the compiled-code correction is fitted on these "
                          "workloads; score it on held-out ones")
     if val and not args.no_xgb:
@@ -446,21 +452,29 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
         notes["xgb-knobs"] = ("XGBoost (50 rounds, depth 3) on the knob vectors, from scratch "
                               "on the k samples (experiment; random at k=0)")
     corrections = {}
-    if args.compiled_correction:
+    if args.compiled_correction is not None:
         from compiled_correction import (CompiledCorrectionMethod, fit_correction,
-                                         split_features, validation_items)
+                                         fit_target, split_features, validation_items)
 
         features = split_features(split_dir, workloads, info.target, args.compiled_cache)
+        train_data = args.train_data or args.data
         for name, path in specs:
-            val_names, val_splits = validation_workloads([path], args.data,
+            if args.compiled_correction and name not in args.compiled_correction:
+                continue
+            val_names, val_splits = validation_workloads([path], train_data,
                                                          "--compiled-correction")
+            # built for the CPU the checkpoint's own data was measured on (this data's:
+            # the same target); the scored schedules for this data's
+            val_target = (info.target
+                          if os.path.normpath(train_data) == os.path.normpath(args.data)
+                          else fit_target(train_data, val_splits))
             clash = sorted(set(val_names) & {w.name for w in workloads})
             if clash:
                 raise SystemExit(f"--compiled-correction: {len(clash)} scored workloads are "
                                  f"validation workloads of {path} (e.g. {clash[0]}), which the "
                                  "correction is fitted on: score held-out ones")
-            items = validation_items(methods[name], val_names, val_splits, args.data,
-                                     info.target, args.compiled_cache,
+            items = validation_items(methods[name], val_names, val_splits, train_data,
+                                     val_target, args.compiled_cache,
                                      lambda msg: logging.info("%s", msg))
             for n, fit_seed in enumerate(args.compiled_fit_seeds):
                 try:

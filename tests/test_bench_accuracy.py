@@ -250,6 +250,25 @@ def test_model_accuracy_refuses_the_correction_on_its_own_workloads():
         model_accuracy.main(["--split", "val", "--no-xgb", "--compiled-correction"])
 
 
+def test_correction_of_a_checkpoint_trained_elsewhere_is_built_for_its_own_cpu(tmp_path):
+    import compiled_correction
+
+    own = tmp_path / "data" / "llvm-znver4" / "train-networks"
+    own.mkdir(parents=True)
+    (own / "meta.json").write_text(json.dumps(
+        {"target": json.dumps({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})}))
+    target = compiled_correction.fit_target(str(own.parent),
+                                            ["../llvm-icelake-server/train", "train-networks"])
+    assert str(target.attrs["mcpu"]) == "znver4"  # its own split's, not the other CPU's
+    with pytest.raises(ValueError, match="inside"):
+        compiled_correction.fit_target(str(own.parent), ["../llvm-icelake-server/train"])
+    with pytest.raises(SystemExit, match="not a --model NAME"):
+        model_accuracy.main(["--split", "heldout-nhwc", "--data", "data/llvm-emeraldrapids",
+                             "--model", "a=checkpoints/llvm-emeraldrapids-super.ckpt",
+                             "--no-xgb", "--limit", "1", "--seeds", "0",
+                             "--compiled-correction", "b"])
+
+
 def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
     import types
 
