@@ -5,7 +5,8 @@ per-store features); whether LLVM then vectorized the inner loop, how wide, with
 or spills, they can only infer. These features read it off the compiled code, so a
 benchmark can ask how much of a model's miss is visible there. Building costs about
 0.6 s a schedule on 2 cores, so the features are cached (``cache_dir``: ``residuals.py
---cache``), one JSON file per workload and target, keyed by the schedule's trace.
+--cache``), one JSON file per workload and target, keyed by the schedule's trace; a new
+cache folder starts from the features shipped for its target in ``data/compiled/``.
 
 Per schedule, three groups of the same 14 counts (instructions; FMAs on 512-, 256- and
 128-bit registers and scalar ones; vector loads and stores; stack accesses; broadcasts;
@@ -35,6 +36,9 @@ COUNTS = ("n", "fma_zmm", "fma_ymm", "fma_xmm", "fma_s", "vload", "vstore", "sta
 FEATURE_NAMES = ([f"all_{k}" for k in COUNTS] + [f"inner_{k}" for k in COUNTS]
                  + [f"hot_{k}" for k in COUNTS]
                  + ["loops", "inner_loops", "depth", "hot_fma_per_mem", "hot_stack_share"])
+#: features built ahead and committed, one archive per cache folder (``data/compiled/README.md``)
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                       "compiled")
 _HELPERS = ("__TVMBackend", "__truncsfhf2", "__extendhfsf2", "__tvm_set_raised")
 _LABEL = re.compile(r"^([.\w$]+):")
 _JUMP = re.compile(r"^\s+j\w+\s+([.\w$]+)")
@@ -124,6 +128,24 @@ def _key(trace: str) -> str:
     return hashlib.sha1(trace.encode()).hexdigest()[:16]
 
 
+def unpack_shipped(folder: str) -> bool:
+    """Fill a new cache folder from the features shipped in :data:`SHIPPED`
+    (``<folder name>.tar.gz``, a tar of that folder), when there are some for its target.
+
+    Returns:
+        Whether an archive was unpacked.
+    """
+    import tarfile
+
+    archive = os.path.join(SHIPPED, os.path.basename(folder) + ".tar.gz")
+    if not os.path.isfile(archive):
+        return False
+    with tarfile.open(archive) as tar:
+        tar.extractall(os.path.dirname(folder), filter="data")
+    logger.info("compiled features unpacked from %s into %s", archive, folder)
+    return True
+
+
 def compiled_features(name: str, candidates: list, traces: list[str], target,
                       cache_dir: str) -> np.ndarray:
     """Build each candidate for ``target`` and read its assembly's features; cached.
@@ -147,6 +169,8 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
 
     load_tensor_intrinsics((target.kind.name,))  # else default_build imports every backend's
     folder = os.path.join(cache_dir, f"{_key(str(target))}-v{VERSION}")
+    if not os.path.isdir(folder):
+        unpack_shipped(folder)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name.replace("/", "__") + ".json")
     cached: dict[str, list[float]] = {}

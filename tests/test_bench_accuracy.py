@@ -269,6 +269,25 @@ def test_correction_of_a_checkpoint_trained_elsewhere_is_built_for_its_own_cpu(t
                              "--compiled-correction", "b"])
 
 
+def test_a_new_compiled_cache_starts_from_the_shipped_features(tmp_path, monkeypatch):
+    import tarfile
+
+    import compiled_code
+
+    made = tmp_path / "made" / "abc-v1"
+    made.mkdir(parents=True)
+    (made / "w.json").write_text('{"key": [1.0]}')
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    with tarfile.open(shipped / "abc-v1.tar.gz", "w:gz") as tar:
+        tar.add(made, arcname="abc-v1")
+    monkeypatch.setattr(compiled_code, "SHIPPED", str(shipped))
+    cache = tmp_path / "cache"
+    assert compiled_code.unpack_shipped(str(cache / "abc-v1"))
+    assert (cache / "abc-v1" / "w.json").read_text() == '{"key": [1.0]}'
+    assert not compiled_code.unpack_shipped(str(cache / "other-v1"))  # none shipped
+
+
 def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
     import types
 
