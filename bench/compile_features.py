@@ -105,7 +105,17 @@ def main(argv: list[str] | None = None) -> None:
         index, count = (int(x) for x in args.shard.split("/"))
         build_shard(args, index, count)
         return
-    jobs(args)  # refuse a bad checkpoint before starting the workers
+    from compiled_code import VERSION, _key, unpack_shipped
+
+    # refuse a bad checkpoint, and unpack what is shipped, before the workers start
+    try:
+        targets = {str(t) for _, _, t in jobs(args)}
+    except ValueError as err:  # no split of --train-data's own to read its CPU from
+        raise SystemExit(f"--train-data {args.train_data}: {err}") from err
+    for target in targets:
+        folder = os.path.join(args.cache, f"{_key(target)}-v{VERSION}")
+        if not os.path.isdir(folder):
+            unpack_shipped(folder)
     base = [sys.executable, os.path.abspath(__file__)] + (argv if argv is not None
                                                          else sys.argv[1:])
     workers = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"])

@@ -465,9 +465,12 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                                                          "--compiled-correction")
             # built for the CPU the checkpoint's own data was measured on (this data's:
             # the same target); the scored schedules for this data's
-            val_target = (info.target
-                          if os.path.normpath(train_data) == os.path.normpath(args.data)
-                          else fit_target(train_data, val_splits))
+            try:
+                val_target = (info.target
+                              if os.path.normpath(train_data) == os.path.normpath(args.data)
+                              else fit_target(train_data, val_splits))
+            except ValueError as err:
+                raise SystemExit(f"--compiled-correction, {path}: {err}") from err
             clash = sorted(set(val_names) & {w.name for w in workloads})
             if clash:
                 raise SystemExit(f"--compiled-correction: {len(clash)} scored workloads are "
