@@ -7,7 +7,8 @@ time (0.25-0.6 s each on 2 cores; about 5,000 for a held-out split, 6,000 for a
 checkpoint's validation workloads). This builds the same schedules into the same cache
 (``<cache>/<hash of the target>-v<VERSION>/<workload>.json``) with ``--workers``
 processes, each taking every N-th workload; what is cached is skipped, so an interrupted
-run goes on where it stopped. The code is only read, never run: any machine whose LLVM
+run goes on where it stopped, and a cache folder not there yet starts from the features
+shipped in ``data/compiled/``. The code is only read, never run: any machine whose LLVM
 knows the target's CPU can build it, and nothing here is timed.
 
 Usage:
