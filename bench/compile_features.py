@@ -57,7 +57,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]:
     """What to build: ``(split folder, workload names or None for all, target)`` per split,
     the scored split first, each for the target ``model_accuracy.py`` builds it for."""
-    from compiled_correction import fit_target
+    from compiled_correction import validation_target
     from model_accuracy import data_target, validation_workloads
 
     from tuner.engine.targets import resolve_target
@@ -68,8 +68,7 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]
     out: list[tuple[str, list[str] | None, object]] = [(scored, None, target)]
     for checkpoint in args.checkpoint:
         names, splits = validation_workloads([checkpoint], train_data, "--checkpoint")
-        val_target = (target if os.path.normpath(train_data) == os.path.normpath(args.data)
-                      else fit_target(train_data, splits))
+        val_target = validation_target(train_data, splits, args.data, target)
         out += [(os.path.normpath(os.path.join(train_data, s)), names, val_target)
                 for s in splits]
     return out
@@ -106,17 +105,15 @@ def main(argv: list[str] | None = None) -> None:
         index, count = (int(x) for x in args.shard.split("/"))
         build_shard(args, index, count)
         return
-    from compiled_code import VERSION, _key, unpack_shipped
+    from compiled_code import cache_folder
 
     # refuse a bad checkpoint, and unpack what is shipped, before the workers start
     try:
-        targets = {str(t) for _, _, t in jobs(args)}
+        targets = {str(t): t for _, _, t in jobs(args)}
     except ValueError as err:  # no split of --train-data's own to read its CPU from
         raise SystemExit(f"--train-data {args.train_data}: {err}") from err
-    for target in targets:
-        folder = os.path.join(args.cache, f"{_key(target)}-v{VERSION}")
-        if not os.path.isdir(folder):
-            unpack_shipped(folder)
+    for target in targets.values():
+        cache_folder(args.cache, target)
     base = [sys.executable, os.path.abspath(__file__)] + (argv if argv is not None
                                                          else sys.argv[1:])
     workers = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"])

@@ -146,6 +146,16 @@ def unpack_shipped(folder: str) -> bool:
     return True
 
 
+def cache_folder(cache_dir: str, target) -> str:
+    """The folder of ``cache_dir`` that holds ``target``'s features (created; a new one
+    starts from the archive shipped for it, :func:`unpack_shipped`)."""
+    folder = os.path.join(cache_dir, f"{_key(str(target))}-v{VERSION}")
+    if not os.path.isdir(folder):
+        unpack_shipped(folder)
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
 def compiled_features(name: str, candidates: list, traces: list[str], target,
                       cache_dir: str) -> np.ndarray:
     """Build each candidate for ``target`` and read its assembly's features; cached.
@@ -168,11 +178,7 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
     from tuner.engine.intrinsics import load_tensor_intrinsics
 
     load_tensor_intrinsics((target.kind.name,))  # else default_build imports every backend's
-    folder = os.path.join(cache_dir, f"{_key(str(target))}-v{VERSION}")
-    if not os.path.isdir(folder):
-        unpack_shipped(folder)
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, name.replace("/", "__") + ".json")
+    path = os.path.join(cache_folder(cache_dir, target), name.replace("/", "__") + ".json")
     cached: dict[str, list[float]] = {}
     if os.path.exists(path):
         try:

@@ -193,22 +193,27 @@ class CompiledCorrectionMethod:
         return s + b * float(np.std(s)) * self.guess(w)[query]
 
 
-def fit_target(train_data: str, splits: list[str]):
-    """The ``tvm.target.Target`` a checkpoint's validation workloads are built for: the one
-    its own dataset was measured for (its first split inside ``train_data``; the records of
+def validation_target(train_data: str, splits: list[str], data: str, target):
+    """The ``tvm.target.Target`` a checkpoint's validation workloads are built for: the
+    scored data's ``target`` when the checkpoint was trained on that data, else the one its
+    own dataset was measured for (its first split inside ``train_data``; the records of
     other CPUs' splits it also trained on are built for it too).
 
     Args:
         train_data: The dataset the checkpoint was trained on (``data/llvm-znver4``).
         splits: The training splits its validation workloads come from, relative to it.
+        data: The dataset scored.
+        target: The target the scored schedules are built for (``data``'s).
 
     Raises:
-        ValueError: None of ``splits`` is inside ``train_data``.
+        ValueError: Another dataset than ``data``, and none of ``splits`` is inside it.
     """
     from model_accuracy import data_target
 
     from tuner.engine.targets import resolve_target
 
+    if os.path.normpath(train_data) == os.path.normpath(data):
+        return target
     own = [s for s in splits if not os.path.normpath(s).startswith("..")]
     if not own:
         raise ValueError(f"none of the splits {splits} is inside {train_data}: its target is "

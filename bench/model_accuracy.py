@@ -454,7 +454,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     corrections = {}
     if args.compiled_correction is not None:
         from compiled_correction import (CompiledCorrectionMethod, fit_correction,
-                                         fit_target, split_features, validation_items)
+                                         split_features, validation_items,
+                                         validation_target)
 
         features = split_features(split_dir, workloads, info.target, args.compiled_cache)
         train_data = args.train_data or args.data
@@ -463,12 +464,8 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
                 continue
             val_names, val_splits = validation_workloads([path], train_data,
                                                          "--compiled-correction")
-            # built for the CPU the checkpoint's own data was measured on (this data's:
-            # the same target); the scored schedules for this data's
             try:
-                val_target = (info.target
-                              if os.path.normpath(train_data) == os.path.normpath(args.data)
-                              else fit_target(train_data, val_splits))
+                val_target = validation_target(train_data, val_splits, args.data, info.target)
             except ValueError as err:
                 raise SystemExit(f"--compiled-correction, {path}: {err}") from err
             clash = sorted(set(val_names) & {w.name for w in workloads})

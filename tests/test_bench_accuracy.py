@@ -257,11 +257,15 @@ def test_correction_of_a_checkpoint_trained_elsewhere_is_built_for_its_own_cpu(t
     own.mkdir(parents=True)
     (own / "meta.json").write_text(json.dumps(
         {"target": json.dumps({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})}))
-    target = compiled_correction.fit_target(str(own.parent),
-                                            ["../llvm-icelake-server/train", "train-networks"])
+    target = compiled_correction.validation_target(
+        str(own.parent), ["../llvm-icelake-server/train", "train-networks"], "data/other", None)
     assert str(target.attrs["mcpu"]) == "znver4"  # its own split's, not the other CPU's
+    assert compiled_correction.validation_target(  # trained on the scored data: its target
+        str(own.parent), ["train-networks"], str(own.parent), "scored") == "scored"
     with pytest.raises(ValueError, match="inside"):
-        compiled_correction.fit_target(str(own.parent), ["../llvm-icelake-server/train"])
+        compiled_correction.validation_target(str(own.parent),
+                                              ["../llvm-icelake-server/train"], "data/other",
+                                              None)
     with pytest.raises(SystemExit, match="not a --model NAME"):
         model_accuracy.main(["--split", "heldout-nhwc", "--data", "data/llvm-emeraldrapids",
                              "--model", "a=checkpoints/llvm-emeraldrapids-super.ckpt",
