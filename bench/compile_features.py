@@ -1,5 +1,5 @@
-"""Fill the compiled-code cache (:mod:`compiled_code`) ahead of an accuracy run, on several
-processes, resumably.
+"""Fill the compiled-code cache (:mod:`tuner.models.compiled_code`) ahead of an accuracy run,
+on several processes, resumably.
 
 ``model_accuracy.py --compiled-correction`` builds every schedule it scores and every
 schedule of the checkpoints' validation workloads for the scored data's target, one at a
@@ -76,7 +76,7 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]
 
 def build_shard(args: argparse.Namespace, index: int, count: int) -> None:
     """Build this shard's workloads (every ``count``-th, from ``index``) of every job."""
-    from compiled_code import compiled_features
+    from tuner.models.compiled_code import compiled_features
     from residuals import ordered_traces
 
     from tuner.app.accuracy import load_eval_workloads
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         index, count = (int(x) for x in args.shard.split("/"))
         build_shard(args, index, count)
         return
-    from compiled_code import cache_folder
+    from tuner.models.compiled_code import cache_folder
 
     # refuse a bad checkpoint, and unpack what is shipped, before the workers start
     try:

@@ -3,7 +3,8 @@ experiment of the accuracy benchmark: ``model_accuracy.py --compiled-correction`
 
 ``residuals.py --compiled`` found that much of the model's miss on a schedule is visible in
 its compiled code (whether and how wide LLVM vectorized the hot loop), and that boosted
-trees over :mod:`compiled_code`'s counts, trained on other workloads' residuals, guess it.
+trees over :mod:`tuner.models.compiled_code`'s counts, trained on other workloads'
+residuals, guess it.
 Here that correction becomes a method the accuracy benchmark scores at every k, fitted
 where nothing scored was trained on: the checkpoint's validation workloads.
 
@@ -19,48 +20,30 @@ guess (centred within each workload) against the score. Scoring
 ``(s - mean) / std``), so ranking metrics see the weighted sum and MSE(D) the scores moved
 by it. Reading the code costs a build per schedule (about 0.5 s on 2 cores; cached by
 trace).
+
+Run as a script, it fits each checkpoint's correction and saves it beside it for the tuner
+(``metatune.compiled_correction=true``, :mod:`tuner.models.compiled_correction`)::
+
+    python bench/compiled_correction.py --checkpoint checkpoints/llvm-znver4-super.ckpt \
+        checkpoints/llvm-znver4-super-seed1.ckpt
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
+import sys
 
 import numpy as np
+from common import REPO
+
+sys.path.insert(0, REPO)
+from tuner.models.compiled_correction import (  # noqa: E402
+    Correction, centred_guess, workload_features)
 
 logger = logging.getLogger(__name__)
 
 FOLDS = 5  #: one in five validation tasks weighs the guess; the rest train the trees
-
-
-@dataclasses.dataclass
-class Correction:
-    """Trees that guess the model's residual from compiled features, and their weight.
-
-    Attributes:
-        booster: ``xgboost.Booster`` over :func:`workload_features` rows.
-        weight: The guess's weight relative to the model's score (``c1 / c0``, normal-score
-            units; 0 when the guess did not help on the weighing workloads).
-        stats: What the fit saw: workloads, samples, the guess's correlation with the
-            weighing workloads' residual, ``c0`` and ``c1``.
-    """
-
-    booster: object
-    weight: float
-    stats: dict
-
-
-def workload_features(raw: np.ndarray) -> np.ndarray:
-    """``n x 2d``: a workload's compiled features (``n x d`` as :func:`compiled_code.
-    compiled_features` returns them), log-scaled, beside the same standardized within the
-    workload; a schedule that did not build (``nan``) gets each feature's median."""
-    from compiled_code import log_counts
-
-    from tuner.app.accuracy import _standardized
-
-    x = log_counts(raw)
-    return np.hstack([x, _standardized(x)])
 
 
 def fit_correction(items: list[dict], seed: int = 0) -> Correction:
@@ -105,15 +88,6 @@ def fit_correction(items: list[dict], seed: int = 0) -> Correction:
              "guess_residual_corr": round(_corr(guess, e), 4),
              "c0": round(float(c0), 4), "c1": round(float(c1), 4), "weight": round(weight, 4)}
     return Correction(booster, weight, stats)
-
-
-def centred_guess(booster, features: np.ndarray) -> np.ndarray:
-    """The trees' guess for one workload's candidates, less its mean (the residual it
-    guesses is centred within each workload: only differences between candidates count)."""
-    import xgboost as xgb
-
-    g = booster.predict(xgb.DMatrix(features)).astype(float)
-    return g - g.mean()
 
 
 class CompiledCorrectionMethod:
@@ -193,16 +167,18 @@ class CompiledCorrectionMethod:
         return s + b * float(np.std(s)) * self.guess(w)[query]
 
 
-def validation_target(train_data: str, splits: list[str], data: str, target):
+def validation_target(train_data: str, splits: list[str], data: str | None = None,
+                      target=None):
     """The ``tvm.target.Target`` a checkpoint's validation workloads are built for: the
-    scored data's ``target`` when the checkpoint was trained on that data, else the one its
-    own dataset was measured for (its first split inside ``train_data``; the records of
-    other CPUs' splits it also trained on are built for it too).
+    scored data's ``target`` when the checkpoint was trained on that data, else (or with no
+    ``data``) the one its own dataset was measured for (its first split inside
+    ``train_data``; the records of other CPUs' splits it also trained on are built for it
+    too).
 
     Args:
         train_data: The dataset the checkpoint was trained on (``data/llvm-znver4``).
         splits: The training splits its validation workloads come from, relative to it.
-        data: The dataset scored.
+        data: The dataset scored (``None``: none, the checkpoint's own target is wanted).
         target: The target the scored schedules are built for (``data``'s).
 
     Raises:
@@ -212,7 +188,7 @@ def validation_target(train_data: str, splits: list[str], data: str, target):
 
     from tuner.engine.targets import resolve_target
 
-    if os.path.normpath(train_data) == os.path.normpath(data):
+    if data is not None and os.path.normpath(train_data) == os.path.normpath(data):
         return target
     own = [s for s in splits if not os.path.normpath(s).startswith("..")]
     if not own:
@@ -230,9 +206,9 @@ def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[
         split_dir: The split the workloads were loaded from.
         workloads: Its :class:`tuner.app.accuracy.EvalWorkload` s.
         target: The ``tvm.target.Target`` to compile for.
-        cache: :func:`compiled_code.compiled_features`'s cache folder.
+        cache: :func:`tuner.models.compiled_code.compiled_features`'s cache folder.
     """
-    from compiled_code import compiled_features
+    from tuner.models.compiled_code import compiled_features
     from residuals import ordered_traces
 
     traces = ordered_traces(split_dir)
@@ -259,7 +235,7 @@ def validation_items(method, names: list[str], splits: list[str], data: str, tar
             (:func:`model_accuracy.validation_workloads`).
         data: The dataset it was trained on (its splits are relative to it).
         target: The ``tvm.target.Target`` the compiled features are built for.
-        cache: :func:`compiled_code.compiled_features`'s cache folder.
+        cache: :func:`tuner.models.compiled_code.compiled_features`'s cache folder.
         progress: Called with a line per split.
     """
     from tuner.app.accuracy import load_eval_workloads
@@ -280,3 +256,67 @@ def validation_items(method, names: list[str], splits: list[str], data: str, tar
         if progress:
             progress(f"{split_dir}: {len(workloads)} validation workloads")
     return items
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    """Fit each checkpoint's correction on its validation workloads and save it beside it
+    (``<checkpoint>.asm.json``), for the tuner's ``metatune.compiled_correction=true``.
+
+    Returns:
+        Per checkpoint, what was saved: the fit's statistics and provenance.
+    """
+    import argparse
+    import time
+
+    from common import provenance
+    from model_accuracy import validation_workloads
+
+    from tuner.app.accuracy import MetaTuneMethod
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.engine.platforms import checkpoint_data
+    from tuner.models.compiled_correction import correction_path
+    from tuner.models.cost_model import load_model
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--checkpoint", nargs="+", required=True,
+                   help="the checkpoints (a pair the tuner averages: name both)")
+    p.add_argument("--cache", default="work/cache/compiled",
+                   help="the compiled-code features' cache (a new one starts from data/compiled)")
+    p.add_argument("--seed", type=int, default=0, help="which validation tasks weigh the guess")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    done = []
+    for checkpoint in args.checkpoint:
+        start = time.perf_counter()
+        try:
+            data = os.path.join(REPO, checkpoint_data(checkpoint)["dir"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"{checkpoint}: its sidecar names no dataset ({err}); train it "
+                             "with train.py, which writes it") from err
+        names, splits = validation_workloads([checkpoint], data, "--checkpoint")
+        try:
+            target = validation_target(data, splits)
+        except ValueError as err:
+            raise SystemExit(f"--checkpoint {checkpoint}: {err}") from err
+        load_tensor_intrinsics((str(target.kind.name),))
+        items = validation_items(MetaTuneMethod(load_model(checkpoint, graph=None)), names,
+                                 splits, data, target, args.cache,
+                                 lambda msg: logger.info("%s", msg))
+        try:
+            fit = fit_correction(items, seed=args.seed)
+        except ValueError as err:
+            raise SystemExit(f"--checkpoint {checkpoint}: {err}") from err
+        prov = provenance("compiled_correction.py")
+        prov.update(checkpoint=os.path.relpath(checkpoint, REPO),
+                    data=os.path.relpath(data, REPO), splits=splits,
+                    features_target=str(target), fit_seed=args.seed,
+                    wall_s=round(time.perf_counter() - start, 1))
+        out = correction_path(checkpoint)
+        fit.save(out, prov)
+        logger.info("saved %s: weight %.3f, %s", out, fit.weight, fit.stats)
+        done.append({"out": out, "stats": fit.stats, "provenance": prov})
+    return done
+
+
+if __name__ == "__main__":
+    main()

@@ -20,7 +20,7 @@ same schedules; ``bench/ranking_ceiling.py`` scores the two measurements' agreem
   graph embedding, and MetaSchedule's per-store features, what its XGBoost cost model
   sees: each candidate's stores pooled by sum, max and mean), and with ``--compiled`` a
   fourth (counts read from each schedule's assembly, what LLVM made of it:
-  :mod:`compiled_code`): the mean residual of a
+  :mod:`tuner.models.compiled_code`): the mean residual of a
   schedule's nearest neighbours, a ridge regression (over the embedding, the kind of
   correction the adapted linear head makes) and boosted trees (XGBoost, cross-fitted over
   five folds), each fitted on one measurement's residuals and compared with the other's,
@@ -87,7 +87,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="first N workloads only")
     p.add_argument("--compiled", action="store_true",
                    help="also a fourth space: counts read from each schedule's assembly, "
-                        "built for the data's target (bench/compiled_code.py; about 0.6 s "
+                        "built for the data's target (tuner/models/compiled_code.py; about 0.6 s "
                         "a schedule on 2 cores the first time, cached)")
     p.add_argument("--cache", default="work/cache/compiled",
                    help="where the compiled-code features are kept")
@@ -389,9 +389,9 @@ def feature_correlations(items: list[dict], space: str, names: list[str], top: i
 
 
 def _compiled(w, traces: list[str], target, cache: str) -> np.ndarray:
-    """``w``'s compiled-code features (:mod:`compiled_code`), log-scaled, a schedule that did
-    not build given each feature's median."""
-    from compiled_code import compiled_features, log_counts
+    """``w``'s compiled-code features (:mod:`tuner.models.compiled_code`), log-scaled, a
+    schedule that did not build given each feature's median."""
+    from tuner.models.compiled_code import compiled_features, log_counts
 
     return log_counts(compiled_features(w.name, w.candidates, traces, target, cache))
 
@@ -500,7 +500,7 @@ def markdown(doc: dict) -> str:
               "measurements can teach, not a ceiling."]
     if doc.get("compiled_correlations"):
         lines += ["", "The compiled code's features that go most with the model's residual "
-                  "(`bench/compiled_code.py`; each standardized within its workload, "
+                  "(`tuner/models/compiled_code.py`; each standardized within its workload, "
                   "correlated over all schedules with the residual and with the measured "
                   "throughput, both as normal scores, the mean of the two measurements):", "",
                   "| feature | with the residual | with the throughput |", "|---|---|---|"]
@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> None:
             row.update(extra)
     compiled_top = []
     if args.compiled:
-        from compiled_code import FEATURE_NAMES
+        from tuner.models.compiled_code import FEATURE_NAMES
 
         compiled_top = [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
                         for r in feature_correlations(items, "compiled", FEATURE_NAMES)]

@@ -276,7 +276,7 @@ def test_correction_of_a_checkpoint_trained_elsewhere_is_built_for_its_own_cpu(t
 def test_a_new_compiled_cache_starts_from_the_shipped_features(tmp_path, monkeypatch):
     import tarfile
 
-    import compiled_code
+    from tuner.models import compiled_code
 
     made = tmp_path / "made" / "abc-v1"
     made.mkdir(parents=True)
@@ -295,7 +295,7 @@ def test_a_new_compiled_cache_starts_from_the_shipped_features(tmp_path, monkeyp
 def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
     import types
 
-    import compiled_code
+    from tuner.models import compiled_code
     import numpy as np
     import tvm
     from tvm import s_tir, te

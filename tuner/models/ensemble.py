@@ -69,8 +69,12 @@ class EnsembleCostModel(PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         """The members' mean score, a float64 array in the candidates' order (the
         candidates are hashed once for all members' caches)."""
+        return self.member_scores(context, candidates).mean(0)
+
+    def member_scores(self, context, candidates) -> np.ndarray:
+        """Each member's scores: ``members x candidates``, float64."""
         keys = candidate_keys(candidates)
-        return np.mean([m.scores(context, candidates, keys) for m in self.members], axis=0)
+        return np.stack([m.scores(context, candidates, keys) for m in self.members])
 
     def save(self, path: str) -> None:
         """Save every member's network and fine-tuning state."""

@@ -33,6 +33,12 @@ class MetaTuneModelConfig:
             averaged with ``checkpoint`` (:mod:`tuner.models.ensemble`; each adapts on its
             own); ``[]``: ``checkpoint`` alone; ``None``: its seed siblings
             (:func:`metatune.config.seed_siblings`, see :meth:`members`). Made absolute.
+        compiled_correction: Correct the scores of each BO round's short list by the
+            compiled code (:mod:`tuner.models.compiled_correction`): the trees fitted for
+            each checkpoint on its validation workloads, ``<checkpoint>.asm.json``
+            (``python bench/compiled_correction.py --checkpoint ...``); ``search=bo`` only.
+        compiled_top: How many of each round's pool, the best by the model, are built to
+            read their code.
     """
 
     checkpoint: Optional[str] = None
@@ -42,14 +48,16 @@ class MetaTuneModelConfig:
     adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
     blend_k0: float = 0.0  # >0: blend with a task-local XGBoost, weight n / (n + blend_k0)
     ensemble: Optional[List[str]] = None  # more checkpoints averaged with it (None: its seeds)
+    compiled_correction: bool = False  # re-rank BO's short list by the compiled code
+    compiled_top: int = 32  # the pool's best this many are built each round
 
     def __post_init__(self) -> None:
         """Check the graph mode (one spelling), the blend and the ensemble, and resolve the
         checkpoints' paths.
 
         Raises:
-            ConfigError: An unknown graph mode, a negative ``blend_k0``, or an ensemble
-                with a blend or from scratch.
+            ConfigError: An unknown graph mode, a negative ``blend_k0``, an ensemble
+                with a blend or from scratch, a correction from scratch, ``compiled_top`` < 1.
         """
         self.graph = check_graph(self.graph, "metatune.graph")
         if not self.blend_k0 >= 0:
@@ -60,6 +68,12 @@ class MetaTuneModelConfig:
             self.checkpoint = resolve_path(self.checkpoint)
         if self.ensemble is not None:
             self.ensemble = [resolve_path(str(c)) for c in self.ensemble]
+        if self.compiled_top < 1:
+            raise ConfigError(f"metatune.compiled_top={self.compiled_top}: give how many of "
+                              "each round's pool to build for the correction (e.g. 32)")
+        if self.compiled_correction and self.from_scratch:
+            raise ConfigError("metatune.compiled_correction=true corrects a trained "
+                              "checkpoint's scores: it takes no metatune.from_scratch=true")
         if self.ensemble and (self.blend_k0 > 0 or self.from_scratch):
             raise ConfigError("metatune.ensemble averages trained checkpoints, each adapted on "
                               "its own: it takes neither metatune.blend_k0 > 0 nor "

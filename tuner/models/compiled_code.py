@@ -37,8 +37,8 @@ FEATURE_NAMES = ([f"all_{k}" for k in COUNTS] + [f"inner_{k}" for k in COUNTS]
                  + [f"hot_{k}" for k in COUNTS]
                  + ["loops", "inner_loops", "depth", "hot_fma_per_mem", "hot_stack_share"])
 #: features built ahead and committed, one archive per cache folder (``data/compiled/README.md``)
-SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
-                       "compiled")
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "data", "compiled")
 _HELPERS = ("__TVMBackend", "__truncsfhf2", "__extendhfsf2", "__tvm_set_raised")
 _LABEL = re.compile(r"^([.\w$]+):")
 _JUMP = re.compile(r"^\s+j\w+\s+([.\w$]+)")
@@ -156,6 +156,18 @@ def cache_folder(cache_dir: str, target) -> str:
     return folder
 
 
+def module_features(mod, target) -> np.ndarray:
+    """Build one scheduled ``IRModule`` for ``target`` and read its assembly's features
+    (:func:`asm_features`).
+
+    Raises:
+        Exception: Whatever TVM raises when the schedule does not build.
+    """
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    return asm_features(default_build(mod, target, None).inspect_source("asm"))
+
+
 def compiled_features(name: str, candidates: list, traces: list[str], target,
                       cache_dir: str) -> np.ndarray:
     """Build each candidate for ``target`` and read its assembly's features; cached.
@@ -173,8 +185,6 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
         An ``n x len(FEATURE_NAMES)`` array; a row of ``nan`` for a schedule that does not
         build (logged, not cached). An unreadable cache file is rebuilt.
     """
-    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
-
     from tuner.engine.intrinsics import load_tensor_intrinsics
 
     load_tensor_intrinsics((target.kind.name,))  # else default_build imports every backend's
@@ -191,14 +201,14 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
         key = _key(trace)
         if key not in cached:
             try:
-                asm = default_build(cand.sch.mod, target, None).inspect_source("asm")
+                features = module_features(cand.sch.mod, target)
             except Exception as e:  # noqa: BLE001 - TVM raises several kinds; a row of nan
                 logger.warning("%s: a schedule did not build (%s): its features are nan "
                                "(not cached: tried again next time)", name,
                                str(e).splitlines()[0] if str(e) else type(e).__name__)
                 rows.append([float("nan")] * len(FEATURE_NAMES))
                 continue
-            cached[key], added = asm_features(asm).tolist(), True
+            cached[key], added = features.tolist(), True
         rows.append(cached[key])
     if added:
         from metatune.files import write_json_atomic
