@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from tuner.app.accuracy import MetaTuneMethod
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.platforms import checkpoint_data
+    from tuner.engine.targets import resolve_target
     from tuner.models.compiled_correction import correction_path
     from tuner.models.cost_model import load_model
 
@@ -309,7 +310,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         prov = provenance("compiled_correction.py")
         prov.update(checkpoint=os.path.relpath(checkpoint, REPO),
                     data=os.path.relpath(data, REPO), splits=splits,
-                    features_target=str(target), fit_seed=args.seed,
+                    features_target=resolve_target(str(target)).description,
+                    fit_seed=args.seed,
                     wall_s=round(time.perf_counter() - start, 1))
         out = correction_path(checkpoint)
         fit.save(out, prov)

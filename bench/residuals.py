@@ -376,10 +376,10 @@ def feature_correlations(items: list[dict], space: str, names: list[str], top: i
     Returns:
         ``top`` dicts ``{"feature", "residual", "throughput"}``, by |residual correlation|.
     """
-    from tuner.app.accuracy import _standardized
+    from metatune.metrics import standardized
 
     parts = [residuals(it["prior"], *it["secs"]) for it in items]
-    f = np.concatenate([_standardized(it["features"][space][:, :len(names)]) for it in items])
+    f = np.concatenate([standardized(it["features"][space][:, :len(names)]) for it in items])
     e = np.concatenate([0.5 * (p[2][0] + p[2][1]) for p in parts])
     z = np.concatenate([0.5 * (p[1][0] + p[1][1]) for p in parts])
     rows = [{"feature": n, "residual": _corr(f[:, j], e), "throughput": _corr(f[:, j], z)}
@@ -515,8 +515,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from model_accuracy import data_target
 
-    from tuner.app.accuracy import (MetaTuneMethod, _standardized, feature_matrix,
-                                    load_eval_workloads)
+    from metatune.metrics import standardized
+    from tuner.app.accuracy import MetaTuneMethod, feature_matrix, load_eval_workloads
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
     from tuner.models.cost_model import load_model
@@ -554,7 +554,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.compiled:
             raw["compiled"] = _compiled(w, [t for t, _ in listed], target, args.cache)[keep]
         # the task-local learners: standardized over the kept ones, constant ones dropped
-        spaces = {k: _standardized(x[:, x.std(0) > 1e-9]) for k, x in raw.items()}
+        spaces = {k: standardized(x[:, x.std(0) > 1e-9]) for k, x in raw.items()}
         row = decompose(prior, w.seconds[keep], secs2, spaces, args.neighbours)
         if row is None:
             logging.warning("%s: the model scores every schedule alike, or a measurement "
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> None:
         # the global learner: the same columns in every workload, within and across them
         items.append({"prior": prior, "secs": (w.seconds[keep], secs2),
                       "group": w.name.split("/")[0],  # a network's convs: left out together
-                      "features": {k: np.hstack([x, _standardized(x)])
+                      "features": {k: np.hstack([x, standardized(x)])
                                    for k, x in raw.items() if k in GLOBAL_SPACES}})
     if not rows:
         raise SystemExit(f"no workload of {split_dir} has {args.min_shared} schedules in "

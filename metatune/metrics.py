@@ -41,3 +41,10 @@ def top_k_recall(pred: np.ndarray, target: np.ndarray, k: int = 5) -> float:
     true_top = set(np.argsort(-target, kind="stable")[:k].tolist())
     pred_top = set(np.argsort(-pred, kind="stable")[:k].tolist())
     return len(true_top & pred_top) / k
+
+
+def standardized(x: np.ndarray) -> np.ndarray:
+    """Columns of ``x`` (``n x d``) to zero mean and unit variance (constant ones stay 0):
+    features of one workload's candidates as the accuracy benchmark's learners and the
+    compiled-code correction read them."""
+    return (x - x.mean(0)) / np.maximum(x.std(0), 1e-9)

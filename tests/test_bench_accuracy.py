@@ -260,6 +260,8 @@ def test_correction_of_a_checkpoint_trained_elsewhere_is_built_for_its_own_cpu(t
     target = compiled_correction.validation_target(
         str(own.parent), ["../llvm-icelake-server/train", "train-networks"], "data/other", None)
     assert str(target.attrs["mcpu"]) == "znver4"  # its own split's, not the other CPU's
+    assert str(compiled_correction.validation_target(  # no scored data: its own CPU's too
+        str(own.parent), ["train-networks"]).attrs["mcpu"]) == "znver4"
     assert compiled_correction.validation_target(  # trained on the scored data: its target
         str(own.parent), ["train-networks"], str(own.parent), "scored") == "scored"
     with pytest.raises(ValueError, match="inside"):
@@ -271,69 +273,6 @@ def test_correction_of_a_checkpoint_trained_elsewhere_is_built_for_its_own_cpu(t
                              "--model", "a=checkpoints/llvm-emeraldrapids-super.ckpt",
                              "--no-xgb", "--limit", "1", "--seeds", "0",
                              "--compiled-correction", "b"])
-
-
-def test_a_new_compiled_cache_starts_from_the_shipped_features(tmp_path, monkeypatch):
-    import tarfile
-
-    from tuner.models import compiled_code
-
-    made = tmp_path / "made" / "abc-v1"
-    made.mkdir(parents=True)
-    (made / "w.json").write_text('{"key": [1.0]}')
-    shipped = tmp_path / "shipped"
-    shipped.mkdir()
-    with tarfile.open(shipped / "abc-v1.tar.gz", "w:gz") as tar:
-        tar.add(made, arcname="abc-v1")
-    monkeypatch.setattr(compiled_code, "SHIPPED", str(shipped))
-    cache = tmp_path / "cache"
-    assert compiled_code.unpack_shipped(str(cache / "abc-v1"))
-    assert (cache / "abc-v1" / "w.json").read_text() == '{"key": [1.0]}'
-    assert not compiled_code.unpack_shipped(str(cache / "other-v1"))  # none shipped
-
-
-def test_compiled_features_count_the_hot_loop_and_are_cached(tmp_path, monkeypatch):
-    import types
-
-    from tuner.models import compiled_code
-    import numpy as np
-    import tvm
-    from tvm import s_tir, te
-
-    asm = "\n".join([
-        "main_compute_:", "\tmovq\t%rdi, %rax", ".LBB0_1:", ".LBB0_2:",
-        "\tvmovups\t(%rax,%rcx,4), %zmm1", "\tvfmadd231ps\t%zmm1, %zmm2, %zmm0",
-        "\tvmovups\t%zmm3, 64(%rsp)", "\tjne\t.LBB0_2", "\tvfmadd231ss\t%xmm1, %xmm2, %xmm0",
-        "\tjne\t.LBB0_1", "\tretq",
-        "__TVMBackendAllocWorkspace:", "\tvfmadd231ps\t%zmm1, %zmm2, %zmm0"])
-    f = dict(zip(compiled_code.FEATURE_NAMES, compiled_code.asm_features(asm)))
-    assert f["all_fma_zmm"] == 1 and f["all_fma_s"] == 1  # the runtime helper is not counted
-    assert (f["loops"], f["inner_loops"], f["depth"]) == (2, 1, 2)
-    assert (f["hot_n"], f["hot_fma_zmm"], f["hot_vload"], f["hot_vstore"], f["hot_stack"]) == (
-        4, 1, 1, 1, 1)
-    assert f["hot_fma_per_mem"] == 0.5 and f["all_branch"] == 2
-
-    a = te.placeholder((64, 64), name="a")
-    b = te.compute((64, 64), lambda i, j: a[i, j] * 2.0, name="b")
-    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
-    cand = types.SimpleNamespace(sch=s_tir.Schedule(mod))
-    target = tvm.target.Target("llvm")
-    x = compiled_code.compiled_features("t/w", [cand], ["trace"], target, str(tmp_path))
-    assert x.shape == (1, len(compiled_code.FEATURE_NAMES)) and x[0, 0] > 0
-
-    from tvm.s_tir.meta_schedule.builder import local_builder
-
-    def no_build(*args):
-        raise RuntimeError("built again")
-
-    monkeypatch.setattr(local_builder, "default_build", no_build)
-    again = compiled_code.compiled_features("t/w", [cand, cand], ["trace", "other"], target,
-                                            str(tmp_path))
-    assert np.array_equal(again[0], x[0]) and np.isnan(again[1]).all()  # cached; a failure
-    (cache,) = tmp_path.glob("*/t__w.json")
-    cache.write_text("{torn")  # a torn cache file is rebuilt, not an error
-    assert np.isnan(compiled_code.compiled_features("t/w", [cand], ["trace"], target,
-                                                    str(tmp_path))).all()
 
 
 def test_ridge_leave_one_out_is_the_fit_without_the_row():

@@ -40,6 +40,7 @@ import torch
 from metatune import metrics
 from metatune.dataset import iter_replayed, workload_order
 from metatune.graph import encode
+from metatune.metrics import standardized
 from tuner.engine.database import as_candidate
 from tuner.models.cost_model import blend_share
 from tuner.models.xgb_transfer import task_xgb
@@ -223,15 +224,10 @@ def feature_matrix(w: EvalWorkload, features: str,
     knob vectors, :mod:`tuner.search.knobs`) or ``embed`` (``base``'s graph embeddings,
     standardized over the workload's candidates)."""
     if features == "embed":
-        return _standardized(base.workload_inputs(w).double().numpy())
+        return standardized(base.workload_inputs(w).double().numpy())
     from tuner.search.knobs import KnobSpace
 
     return KnobSpace().matrix(w.candidates)
-
-
-def _standardized(x: np.ndarray) -> np.ndarray:
-    """Columns of ``x`` (``n x d``) to zero mean and unit variance (constant ones stay 0)."""
-    return (x - x.mean(0)) / np.maximum(x.std(0), 1e-9)
 
 
 class GPMethod:
@@ -314,7 +310,7 @@ class RidgeMethod:
         y = relative_targets(w.seconds, support)[support]
         shift = float(y.mean() - support_prior.mean())
         if w.name not in self._features:
-            self._features[w.name] = _standardized(feature_matrix(w, self.features, self.base))
+            self._features[w.name] = standardized(feature_matrix(w, self.features, self.base))
         x = self._features[w.name]
         xs, residual = x[support], y - support_prior - shift
         beta = np.linalg.solve(xs.T @ xs + self.lam * np.eye(x.shape[1]), xs.T @ residual)

@@ -110,11 +110,11 @@ def workload_features(raw: np.ndarray) -> np.ndarray:
     compiled_code.compiled_features` returns them), log-scaled, beside the same
     standardized within the workload; a schedule that did not build (``nan``) gets each
     feature's median."""
-    from tuner.app.accuracy import _standardized
+    from metatune.metrics import standardized
     from tuner.models.compiled_code import log_counts
 
     x = log_counts(raw)
-    return np.hstack([x, _standardized(x)])
+    return np.hstack([x, standardized(x)])
 
 
 def centred_guess(booster, features: np.ndarray) -> np.ndarray:
