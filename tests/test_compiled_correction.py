@@ -188,3 +188,23 @@ def test_bo_tunes_with_the_shipped_correction(tmp_path, monkeypatch):
         tmp_path, f"metatune.checkpoint={REPO}/checkpoints/llvm-znver4-super.ckpt")))
     assert report["trials_run"] == 16
     assert len(built) == len(set(built)) > 0  # each candidate built once
+
+
+def test_a_cache_file_keeps_what_another_process_wrote_meanwhile(tmp_path, monkeypatch):
+    """Two processes building one workload's schedules (compile_features.py's workers) each
+    write the file: the second keeps the first one's entries."""
+    import json
+
+    target = types.SimpleNamespace(kind=types.SimpleNamespace(name="llvm"))
+    monkeypatch.setattr(compiled_code, "cache_folder", lambda cache_dir, t: str(tmp_path))
+    path = tmp_path / "t__w.json"
+
+    def build_while_another_writes(mod, t):
+        path.write_text(json.dumps({"theirs": [1.0] * len(compiled_code.FEATURE_NAMES)}))
+        return np.full(len(compiled_code.FEATURE_NAMES), 2.0)
+
+    monkeypatch.setattr(compiled_code, "module_features", build_while_another_writes)
+    cand = types.SimpleNamespace(sch=types.SimpleNamespace(mod=None))
+    compiled_code.compiled_features("t/w", [cand], ["mine"], target, str(tmp_path))
+    kept = json.loads(path.read_text())
+    assert set(kept) == {"theirs", compiled_code._key("mine")}

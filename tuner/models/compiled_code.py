@@ -189,13 +189,7 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
 
     load_tensor_intrinsics((target.kind.name,))  # else default_build imports every backend's
     path = os.path.join(cache_folder(cache_dir, target), name.replace("/", "__") + ".json")
-    cached: dict[str, list[float]] = {}
-    if os.path.exists(path):
-        try:
-            with open(path) as f:
-                cached = dict(json.load(f))
-        except (OSError, ValueError, TypeError) as e:  # a cache: rebuild what it held
-            logger.warning("%s: unreadable (%s): its schedules are built again", path, e)
+    cached = _read_cache(path, warn=True)
     rows, added = [], False
     for cand, trace in zip(candidates, traces):
         key = _key(trace)
@@ -213,5 +207,21 @@ def compiled_features(name: str, candidates: list, traces: list[str], target,
     if added:
         from metatune.files import write_json_atomic
 
-        write_json_atomic(path, cached)
+        # another process (bench/compile_features.py's workers) may have added entries
+        # to the same file since it was read: keep them
+        write_json_atomic(path, {**_read_cache(path), **cached})
     return np.array(rows, float)
+
+
+def _read_cache(path: str, warn: bool = False) -> dict[str, list[float]]:
+    """A workload's cache file as a dict (empty when absent or unreadable: a cache, its
+    schedules are built again; logged with ``warn``)."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            return dict(json.load(f))
+    except (OSError, ValueError, TypeError) as e:
+        if warn:
+            logger.warning("%s: unreadable (%s): its schedules are built again", path, e)
+        return {}
