@@ -81,6 +81,8 @@ class Correction:
 
         from tuner.models.compiled_code import FEATURE_NAMES, VERSION
 
+        fit_again = ("python bench/compiled_correction.py --checkpoint "
+                     f"{path.removesuffix('.asm.json')}.ckpt")
         try:
             with open(path, encoding="utf-8") as f:
                 blob = json.load(f)
@@ -93,14 +95,12 @@ class Correction:
                 xgb.core.XGBoostError) as err:
             raise CheckpointError(
                 f"compiled-code correction {path}: cannot be read ({err}); fit it again "
-                "(python bench/compiled_correction.py --checkpoint <ckpt> --out " f"{path}) or "
-                "turn it off (metatune.compiled_correction=null)") from err
+                f"({fit_again}) or turn it off (metatune.compiled_correction=false)") from err
         if blob.get("feature_version") != VERSION or blob.get("features") != len(FEATURE_NAMES):
             raise CheckpointError(
                 f"compiled-code correction {path}: fitted on compiled-code features version "
                 f"{blob.get('feature_version')}, this code reads version {VERSION}; fit it "
-                "again (python bench/compiled_correction.py --checkpoint <ckpt> --out "
-                f"{path})")
+                f"again ({fit_again})")
         return Correction(booster, weight, dict(blob.get("stats") or {})), dict(
             blob.get("provenance") or {})
 
@@ -154,7 +154,6 @@ class CompiledReranker:
         self.top, self.workers, self.timeout_sec = int(top), max(1, int(workers)), timeout_sec
         self._features: dict[int, np.ndarray] = {}  # structural hash -> raw features
         self._pool = None
-        self.built = 0
 
     def _get_pool(self):
         from tvm.support.popen_pool import PopenPoolExecutor
@@ -184,7 +183,6 @@ class CompiledReranker:
             else:
                 failed += 1
                 self._features[h] = np.full(len(FEATURE_NAMES), np.nan)
-        self.built += len(mods)
         if failed:
             logger.warning("compiled-code correction: %d of %d candidates did not build in time "
                            "or at all: they keep the cost model's score", failed, len(mods))
