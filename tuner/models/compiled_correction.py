@@ -137,7 +137,7 @@ class CompiledReranker:
     Args:
         corrections: One :class:`Correction` per member of the cost model, in its order.
         cost_model: The MetaTune cost model whose scores are corrected (its
-            ``member_scores(context, candidates)``: ``members x candidates``; the Python
+            ``member_scores(context, candidates, keys)``: ``members x candidates``; the Python
             object: the search is handed MetaSchedule's wrapper, which has no such method).
         target: The ``tvm.target.Target`` the candidates are built for (the tuning
             target: the code is read, not run).
@@ -189,12 +189,15 @@ class CompiledReranker:
 
     def scores(self, context, candidates: list, eligible: np.ndarray) -> np.ndarray:
         """The cost model's scores of ``candidates`` in ``context``'s task, corrected
-        (:meth:`correct`)."""
-        return self.correct(candidates, self.cost_model.member_scores(context, candidates),
-                            eligible)
+        (:meth:`correct`; the candidates are hashed once for both)."""
+        from tuner.models.cost_model import candidate_keys
 
-    def correct(self, candidates: list, member_scores: np.ndarray,
-                eligible: np.ndarray) -> np.ndarray:
+        keys = candidate_keys(candidates)
+        return self.correct(candidates, self.cost_model.member_scores(context, candidates, keys),
+                            eligible, keys)
+
+    def correct(self, candidates: list, member_scores: np.ndarray, eligible: np.ndarray,
+                keys: list[int] | None = None) -> np.ndarray:
         """The members' mean score, each corrected where the compiled code is known.
 
         Args:
@@ -203,6 +206,8 @@ class CompiledReranker:
                 model (``m = len(corrections)``).
             eligible: Indices of the candidates that may be built now (the pool): the
                 ``top`` best of them by the mean score are, unless built before.
+            keys: The candidates' structural hashes (:func:`tuner.models.cost_model.
+                candidate_keys`) when the caller has them.
 
         Returns:
             ``n`` scores: the mean over members of ``s + weight x std(s) x guess`` for the
@@ -212,7 +217,7 @@ class CompiledReranker:
         Raises:
             ValueError: ``member_scores`` has another number of rows than corrections.
         """
-        from tvm_ffi import structural_hash
+        from tuner.models.cost_model import candidate_keys
 
         member_scores = np.atleast_2d(np.asarray(member_scores, dtype=float))
         if len(member_scores) != len(self.corrections):
@@ -222,7 +227,7 @@ class CompiledReranker:
         eligible = np.asarray(eligible, dtype=int)
         if len(mean) < 2 or not len(eligible):
             return mean
-        hashes = [int(structural_hash(c.sch.mod)) for c in candidates]
+        hashes = keys if keys is not None else candidate_keys(candidates)
         short = eligible[np.argsort(-mean[eligible], kind="stable")[: self.top]]
         new = list(dict.fromkeys(int(i) for i in short if hashes[i] not in self._features))
         if new:

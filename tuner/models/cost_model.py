@@ -354,10 +354,10 @@ class MetaTuneCostModel(PyCostModel):
         when ``blend_k0`` is set and the task has measurements."""
         return self.scores(context, candidates)
 
-    def member_scores(self, context, candidates) -> np.ndarray:
+    def member_scores(self, context, candidates, keys: list[int] | None = None) -> np.ndarray:
         """:meth:`predict`'s scores as the one row of a ``1 x candidates`` array (the shape
         :meth:`tuner.models.ensemble.EnsembleCostModel.member_scores` gives)."""
-        return self.scores(context, candidates)[None]
+        return self.scores(context, candidates, keys)[None]
 
     def scores(self, context, candidates, keys: list[int] | None = None) -> np.ndarray:
         """What :meth:`predict` returns; ``keys``: the candidates' structural hashes

@@ -71,9 +71,10 @@ class EnsembleCostModel(PyCostModel):
         candidates are hashed once for all members' caches)."""
         return self.member_scores(context, candidates).mean(0)
 
-    def member_scores(self, context, candidates) -> np.ndarray:
-        """Each member's scores: ``members x candidates``, float64."""
-        keys = candidate_keys(candidates)
+    def member_scores(self, context, candidates, keys: list[int] | None = None) -> np.ndarray:
+        """Each member's scores: ``members x candidates``, float64 (``keys``: the
+        candidates' structural hashes when the caller has them)."""
+        keys = candidate_keys(candidates) if keys is None else keys
         return np.stack([m.scores(context, candidates, keys) for m in self.members])
 
     def save(self, path: str) -> None:
