@@ -120,6 +120,16 @@ def stop_pool(pool: PopenPoolExecutor, grace_s: float = 5.0) -> None:
                 pass
 
 
+def initialized_pool(max_workers: int, timeout_sec: float, target_kinds: tuple[str, ...],
+                     max_uses: int = 256) -> PopenPoolExecutor:
+    """A TVM worker pool whose processes import TVM and the targets' tensor intrinsics once,
+    before their first (time-limited) job (:func:`tuner.engine.intrinsics.
+    worker_initializer`); a worker is replaced after ``max_uses`` jobs."""
+    return PopenPoolExecutor(max_workers=max_workers, timeout=timeout_sec,
+                             initializer=functools.partial(worker_initializer, target_kinds),
+                             maximum_process_uses=max_uses)
+
+
 def _build_and_export(mod, target, artifact_dir: str) -> str:
     """Worker job: compile a scheduled IRModule and export it as a tar archive.
 
@@ -175,12 +185,8 @@ class PersistentBuilder(PyBuilder):
 
     def _get_pool(self) -> PopenPoolExecutor:
         if self._pool is None:
-            self._pool = PopenPoolExecutor(
-                max_workers=self.max_workers,
-                timeout=self.timeout_sec,
-                initializer=functools.partial(worker_initializer, self.target_kinds),
-                maximum_process_uses=self.max_uses,
-            )
+            self._pool = initialized_pool(self.max_workers, self.timeout_sec,
+                                          self.target_kinds, self.max_uses)
         return self._pool
 
     def warm_up(self) -> None:

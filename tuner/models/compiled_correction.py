@@ -20,7 +20,6 @@ only a short list is corrected.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -156,15 +155,11 @@ class CompiledReranker:
         self._pool = None
 
     def _get_pool(self):
-        from tvm.support.popen_pool import PopenPoolExecutor
-
-        from tuner.engine.intrinsics import worker_initializer
+        from tuner.engine.builder import initialized_pool
 
         if self._pool is None:
-            self._pool = PopenPoolExecutor(
-                max_workers=self.workers, timeout=self.timeout_sec,
-                initializer=functools.partial(worker_initializer, (str(self.target.kind.name),)),
-                maximum_process_uses=256)
+            self._pool = initialized_pool(self.workers, self.timeout_sec,
+                                          (str(self.target.kind.name),))
         return self._pool
 
     def _build(self, mods: list, hashes: list[int]) -> None:
