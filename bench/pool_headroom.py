@@ -1,0 +1,390 @@
+"""How much can a better ranking still win? One BO round's whole candidate pool, measured.
+
+Six changes that rank candidates better before measurement (more data, seed pairs, the
+zero-shot scale and term, the compiled-code correction) tuned level with the default. This
+benchmark measures the bound on any such change: in round ``R`` of a task, tuned as
+``tune.py`` tunes it up to then, *every* candidate of the pool the evolutionary sampler
+proposed is measured instead of the 16 the BO search picks. Per run it reports, each as the
+latency of the best schedule of a choice over the pool's best:
+
+- ``BO pick``: the 16 the BO search chose (what tuning measures);
+- ``model top``: the 16 best by the cost model's score alone (no GP);
+- ``random``: 16 drawn at random (the expectation, computed exactly over the pool);
+
+and the pool's best against the task's best before the round (for ``R >= 2``): how much
+the round could have gained at all. The pool's best, chosen on one noisy measurement, is
+biased low; every schedule the page compares (the pool's five best, each choice's best) is
+therefore measured a second time after the run, and the ratios use that second
+measurement.
+
+Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
+
+Usage:
+    python bench/pool_headroom.py --workloads resnet-18/fused_conv2d1_add1_relu11 \\
+        --layout NHWC --rounds 1 2 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+from cold_start import is_network_task, workload_task
+from common import (REPO, geomean, measure, median, provenance, show_slow_steps, tune_tasks,
+                    write_json_atomic, write_results)
+
+BATCH = 16  #: candidates a round measures in tuning (``trials_per_round``)
+RETIMED = 5  #: the pool's best schedules measured a second time
+
+DEFAULT_WORKLOADS = [  # the held-out NHWC convs of docs/bench/compiled-correction-tuning.md
+    "resnet-18/fused_conv2d1_add1_relu11", "resnet-18/fused_conv2d6_add5_relu31",
+    "alexnet/fused_conv2d1_add1_relu11", "vgg-16/fused_conv2d5_add2_relu21",
+    "squeezenet/fused_conv2d_add_relu1", "squeezenet/fused_conv2d13_add8_relu81"]
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS,
+                   help="built-in network tasks (network/task) or generator workloads")
+    p.add_argument("--config", default="preset=meta-BO-T",
+                   help="tune config overrides (space-separated) of every run")
+    p.add_argument("--rounds", type=int, nargs="+", default=[1, 2],
+                   help="the round whose whole pool is measured (one run each)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--layout", choices=("NCHW", "NHWC"), default="NHWC")
+    p.add_argument("--runs-dir", default="docs/bench/runs/pool-headroom")
+    p.add_argument("--out", default="docs/bench/pool-headroom")
+    return p.parse_args()
+
+
+class PoolRecorder:
+    """Makes the BO search measure round ``full_round``'s whole pool, and records it.
+
+    Rounds before it run as in tuning (the BO search picks ``BATCH``); in that round the
+    BO search still picks its batch (recorded), then every pool candidate is measured, its
+    picks first; the task stops after it. Installed by patching
+    :class:`tuner.search.bo.BatchBOSearch` and its ``select_batch`` for one run.
+
+    Args:
+        full_round: The round whose pool is measured whole (1: the first).
+        fresh_model: The same cost model as tuning's, never updated: it scores the full
+            round's pool as the model did before the task's first measurement.
+
+    Attributes:
+        rows: One per pool candidate of the full round: ``prior`` (the cost model's
+            score, adapted online to the rounds before), ``prior0`` (the unadapted
+            model's), ``picked`` (chosen by BO), ``seconds`` (``None``: failed); filled as
+            the round is measured.
+        mods: The scheduled modules of those candidates (for the second measurement).
+        history_best_s: The task's best seconds before the full round (``None`` in round 1).
+    """
+
+    def __init__(self, full_round: int, fresh_model=None) -> None:
+        self.full_round = int(full_round)
+        self.fresh_model = fresh_model
+        self.rounds = 0
+        self.rows: list[dict] = []
+        self.mods: list = []
+        self.history_best_s: float | None = None
+        self._pending: dict[int, int] = {}  # structural hash -> row
+        self._last: dict | None = None
+
+    def install(self):
+        """Patch the BO search for one run; returns the function that undoes it."""
+        import tuner.search.bo as bo
+
+        cls = bo.BatchBOSearch._cls
+        real_select, real_generate = bo.select_batch, cls.generate_measure_candidates
+        real_notify = cls.notify_runner_results
+        recorder = self
+
+        def select(x_pool, pool_prior, x_hist, hist_prior, y, q, params, seed, device):
+            chosen = list(real_select(x_pool, pool_prior, x_hist, hist_prior, y, BATCH, params,
+                                      seed=seed, device=device))
+            recorder.rounds += 1
+            if recorder.rounds != recorder.full_round:
+                return chosen
+            recorder._last = {"prior": np.asarray(pool_prior, float), "chosen": chosen}
+            return chosen + [i for i in range(len(pool_prior)) if i not in set(chosen)]
+
+        def generate(search):
+            if recorder.rounds >= recorder.full_round:
+                return None  # the full round was measured: the task stops
+            if recorder.rounds + 1 == recorder.full_round and search.hist_y:
+                recorder.history_best_s = 1.0 / max(search.hist_y) if max(search.hist_y) \
+                    else None
+            out = real_generate(search)
+            if recorder._last is not None and out is not None:
+                recorder._record(out, search.context)
+            return out
+
+        def notify(search, candidates, results):
+            from tvm_ffi import structural_hash
+
+            from metatune.records import measured_seconds
+
+            for cand, res in zip(candidates, results):
+                row = recorder._pending.pop(structural_hash(cand.sch.mod), None)
+                if row is not None:
+                    recorder.rows[row]["seconds"] = measured_seconds(res.run_secs,
+                                                                     res.error_msg)
+            return real_notify(search, candidates, results)
+
+        bo.select_batch = select
+        cls.generate_measure_candidates = generate
+        cls.notify_runner_results = notify
+
+        def undo() -> None:
+            bo.select_batch = real_select
+            cls.generate_measure_candidates = real_generate
+            cls.notify_runner_results = real_notify
+        return undo
+
+    def _record(self, candidates: list, context) -> None:
+        """Remember the full round's candidates (returned picks first) and their scores."""
+        from tvm_ffi import structural_hash
+
+        last, self._last = self._last, None
+        chosen = last["chosen"]
+        order = chosen + [i for i in range(len(last["prior"])) if i not in set(chosen)]
+        prior0 = (np.asarray(self.fresh_model.predict(context, list(candidates)), float)
+                  if self.fresh_model is not None else [None] * len(candidates))
+        for cand, i, p0 in zip(candidates, order, prior0):
+            self._pending[structural_hash(cand.sch.mod)] = len(self.rows)
+            self.rows.append({"prior": float(last["prior"][i]), "picked": i in set(chosen),
+                              "prior0": None if p0 is None else float(p0), "seconds": None})
+            self.mods.append(cand.sch.mod)
+
+
+def expected_best_of_random(seconds: list[float], n: int) -> float:
+    """The expected best (lowest) of ``n`` of ``seconds`` drawn without replacement.
+
+    Sorted ascending, the ``i``-th (0-based) is the best of a draw with probability
+    ``C(N - 1 - i, n - 1) / C(N, n)``.
+    """
+    s = sorted(seconds)
+    total, n = len(s), min(n, len(s))
+    return sum(math.comb(total - 1 - i, n - 1) * v for i, v in enumerate(s)) / math.comb(total, n)
+
+
+def unadapted(rows: list[dict], full_round: int) -> list[float] | None:
+    """The unadapted model's scores of the rows: ``prior0``, or in round 1 (nothing to
+    adapt on yet) ``prior``; ``None`` when not recorded."""
+    if all(r.get("prior0") is not None for r in rows):
+        return [r["prior0"] for r in rows]
+    return [r["prior"] for r in rows] if full_round == 1 else None
+
+
+def choices(rows: list[dict], full_round: int) -> dict[str, list[int]]:
+    """The rows each choice of ``BATCH`` takes: BO's picks, the model's top by its score
+    (adapted to the rounds before), and the unadapted model's top (when recorded)."""
+    out = {"bo": [i for i, r in enumerate(rows) if r["picked"]],
+           "top": sorted(range(len(rows)), key=lambda i: -rows[i]["prior"])[:BATCH]}
+    zero = unadapted(rows, full_round)
+    if zero is not None:
+        out["top0"] = sorted(range(len(rows)), key=lambda i: -zero[i])[:BATCH]
+    return out
+
+
+def measure_pool(task, overrides: list[str], seed: int, full_round: int) -> dict:
+    """Tune ``task`` (a :class:`tuner.engine.tasks.TaskInfo`) to round ``full_round``,
+    measure that round's whole pool, then time the schedules compared a second time.
+
+    Returns:
+        ``seed``, ``round``, ``history_best_s`` (the task's best before the round),
+        ``pool``, ``measured_ok``, ``rows`` (:class:`PoolRecorder`'s, with
+        ``seconds_again`` where timed twice), ``tuning_seconds``, ``checkpoint``.
+    """
+    from tuner.app.config import load_tune_config
+    from tuner.app.preflight import with_model_sources
+    from tuner.app.tuning import build_cost_model
+    from tuner.engine.targets import resolve_target
+
+    big = 1 << 12  # a whole pool fits in one round; the recorder stops the task
+    overrides = [*overrides, f"trials={big}", f"trials_per_round={big}", f"seed={seed}"]
+    info = resolve_target("llvm")
+    fresh = build_cost_model(with_model_sources(load_tune_config(overrides=overrides), info),
+                             info)
+    recorder = PoolRecorder(full_round, fresh)
+    undo = recorder.install()
+    try:
+        tuned = tune_tasks([task], overrides, prefix="pool-headroom-")
+    finally:
+        undo()
+    rows = recorder.rows
+    ok = [i for i, r in enumerate(rows) if r["seconds"] is not None]
+    best_of = [min(idx, key=lambda i: rows[i]["seconds"] or math.inf)
+               for idx in choices(rows, full_round).values()]
+    pool_top = sorted(ok, key=lambda i: rows[i]["seconds"])[:RETIMED]
+    again = sorted({*pool_top, *(i for i in best_of if rows[i]["seconds"])})
+    runner = {k: v for k, v in dataclasses.asdict(tuned.cfg.runner).items()
+              if k not in ("kind", "rpc")}  # timed again locally, as the local runner does
+    for i, secs in zip(again, measure([recorder.mods[i] for i in again], info, runner)):
+        rows[i]["seconds_again"] = secs
+    return {"seed": seed, "round": full_round, "history_best_s": recorder.history_best_s,
+            "pool": len(rows), "measured_ok": len(ok), "rows": rows,
+            "tuning_seconds": tuned.outcome.tuning_seconds,
+            "checkpoint": tuned.cfg.metatune.checkpoint
+            if tuned.cfg.cost_model == "metatune" else None}
+
+
+def headroom(run: dict) -> dict | None:
+    """One run's figures: each choice's best over the pool's best (latency, on the second
+    measurement), the expected best of a random choice over the pool's best (first
+    measurement), the ranking of the pool by the model adapted to the rounds before and
+    by the unadapted one, and the pool's best over the task's best before the round;
+    ``None`` without a valid pool."""
+    from metatune.metrics import pairwise_accuracy, top_k_recall
+
+    rows = run["rows"]
+    ok = [i for i, r in enumerate(rows) if r["seconds"] is not None]
+    again = [r for r in rows if r.get("seconds_again")]
+    if len(ok) < BATCH or not again:
+        return None
+    pool_best = min(r["seconds_again"] for r in again)
+    out = {}
+    for name, idx in choices(rows, run["round"]).items():
+        best = min(idx, key=lambda i: rows[i]["seconds"] or math.inf)
+        secs = rows[best].get("seconds_again") or rows[best]["seconds"]
+        out[name] = secs / pool_best if secs else None
+    first = [rows[i]["seconds"] for i in ok]
+    out["random"] = expected_best_of_random(first, BATCH) / min(first)
+    tput = 1.0 / np.array(first)
+    zero = unadapted(rows, run["round"])
+    for key, scores in (("", [r["prior"] for r in rows]), ("0", zero)):
+        if scores is None:
+            continue
+        prior = np.array([scores[i] for i in ok])
+        out["pairwise" + key] = pairwise_accuracy(prior, tput)
+        out["top5" + key] = top_k_recall(prior, tput)
+        order = np.argsort(-prior, kind="stable")
+        out["pool_best_rank" + key] = int(np.where(order == int(np.argmax(tput)))[0][0]) + 1
+    hist = run.get("history_best_s")
+    out["pool_over_history"] = pool_best / hist if hist else None
+    bo_best = out["bo"] * pool_best if out["bo"] else None
+    out["bo_over_history"] = min(bo_best, hist) / hist if hist and bo_best else None
+    return out
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Per round: geometric means of the ratios over runs, means of the ranking figures,
+    medians of the ranks and pool sizes."""
+    out = {}
+    for rnd in sorted({r["round"] for r in runs}):
+        rs = [h for r in runs if r["round"] == rnd and (h := headroom(r)) is not None]
+        out[str(rnd)] = {
+            "runs": len(rs),
+            **{f"{k}_over_pool": geomean([h.get(k) for h in rs])
+               for k in ("bo", "top", "top0", "random")},
+            "bo_is_pool_best": sum(h["bo"] is not None and h["bo"] <= 1.0 + 1e-9 for h in rs),
+            **{k: _mean([h.get(k) for h in rs])
+               for k in ("pairwise", "pairwise0", "top5", "top50")},
+            "median_pool_best_rank": median([h["pool_best_rank"] for h in rs]),
+            "median_pool_best_rank0": median([h.get("pool_best_rank0") for h in rs]),
+            "pool_over_history": geomean([h["pool_over_history"] for h in rs]),
+            "bo_over_history": geomean([h["bo_over_history"] for h in rs]),
+            "median_pool": median([r["pool"] for r in runs if r["round"] == rnd]),
+        }
+    return out
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def markdown(doc: dict) -> str:
+    """The page: per round the headroom and the adaptation tables, then each run."""
+    s = doc["summary"]
+    lines = ["# How much a better ranking could still win: one BO round's whole pool measured",
+             "", f"- command: `{doc['command']}`", f"- date: {doc['date']}",
+             f"- machine: {doc['machine']}",
+             f"- runs measured {doc['measured'][0]} to {doc['measured'][1]}"
+             if doc.get("measured") else "- runs measured: -",
+             f"- config: `{doc['config']}`; seeds {doc['seeds']}; workloads: "
+             + ", ".join(f"`{w}`" for w in doc["workloads"]),
+             f"- round R: the task tuned as `tune.py` tunes it for R - 1 rounds of {BATCH}, "
+             f"then every candidate of round R's pool measured", "",
+             "## Headroom", "",
+             f"Each ratio: the latency of a choice's best schedule over the pool's best, on a "
+             f"second measurement of both (the pool's {RETIMED} best and each choice's best "
+             "timed again after the run; the random choice's expectation uses the first); "
+             "geometric mean over runs. 1.000: the choice held the pool's best.", "",
+             f"| round | runs | pool (median) | BO's {BATCH} | model's top {BATCH} | "
+             f"unadapted model's top {BATCH} | random {BATCH} | BO's pick held the pool's "
+             "best | pool's best / best before | BO's best / best before |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for rnd, v in s.items():
+        lines.append(f"| {rnd} | {v['runs']} | {_num(v['median_pool'])} | "
+                     f"{_num(v['bo_over_pool'])} | {_num(v['top_over_pool'])} | "
+                     f"{_num(v['top0_over_pool'])} | {_num(v['random_over_pool'])} | "
+                     f"{v['bo_is_pool_best']} of {v['runs']} | "
+                     f"{_num(v['pool_over_history'])} | {_num(v['bo_over_history'])} |")
+    lines += ["", "## Ranking of the pool: adapted online against unadapted", "",
+              f"The cost model's scores of round R's pool after fine-tuning on the task's "
+              f"{BATCH} x (R - 1) measurements (what tuning used) and the same checkpoint's "
+              "before any (scored once the round was drawn), against the first measurement; "
+              "mean over runs (ranks: median).", "",
+              "| round | pairwise adapted | pairwise unadapted | top-5 recall adapted | "
+              "top-5 recall unadapted | pool's best: rank adapted | rank unadapted |",
+              "|---|---|---|---|---|---|---|"]
+    for rnd, v in s.items():
+        lines.append(f"| {rnd} | {_num(v['pairwise'])} | {_num(v['pairwise0'])} | "
+                     f"{_num(v['top5'])} | {_num(v['top50'])} | "
+                     f"{_num(v['median_pool_best_rank'])} | "
+                     f"{_num(v['median_pool_best_rank0'])} |")
+    lines += ["", "## Each run", "", f"| round | workload | seed | pool | BO's {BATCH} | "
+              f"model's top {BATCH} | unadapted top {BATCH} | random {BATCH} | pairwise "
+              "adapted / unadapted | pool's best / best before |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["runs"]:
+        h = headroom(r) or {}
+        lines.append(f"| {r['round']} | {r['workload']} | {r['seed']} | {r['pool']} | "
+                     f"{_num(h.get('bo'))} | {_num(h.get('top'))} | {_num(h.get('top0'))} | "
+                     f"{_num(h.get('random'))} | {_num(h.get('pairwise'))} / "
+                     f"{_num(h.get('pairwise0'))} | {_num(h.get('pool_over_history'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    args = _parse()
+    sys.path.insert(0, REPO)
+    os.chdir(REPO)
+    show_slow_steps()
+    os.makedirs(args.runs_dir, exist_ok=True)
+    runs = []
+    plan = [(r, s, w) for r in args.rounds for s in args.seeds for w in args.workloads]
+    for i, (rnd, seed, wl) in enumerate(plan, 1):
+        path = os.path.join(args.runs_dir, f"{wl.replace('/', '--')}-r{rnd}-{seed}.json")
+        if not os.path.exists(path):
+            print(f"[{i}/{len(plan)}] {wl} round {rnd} seed {seed}", flush=True)
+            run = {"workload": wl, **measure_pool(workload_task(wl, args.layout), [
+                *args.config.split(), f"layout={args.layout}"], seed, rnd)}
+            run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")
+            run["layout"] = args.layout if is_network_task(wl) else None
+            write_json_atomic(path, run)
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    dates = [r["date"] for r in runs if r.get("date")]
+    doc = {**provenance("pool_headroom.py"), "config": args.config, "seeds": args.seeds,
+           "workloads": args.workloads, "rounds": args.rounds,
+           "measured": [min(dates), max(dates)] if dates else None,
+           "summary": summarize(runs), "runs": runs}
+    write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
