@@ -109,6 +109,20 @@ def test_a_budget_in_rounds_per_task_follows_the_task_count(tmp_path):
     assert report["config"]["trials"] == 16 == report["trials_run"] == len(_records(tmp_path))
 
 
+def test_a_resumed_budget_per_task_tops_each_task_up_to_its_share(tmp_path):
+    """A rerun with a budget per task measures only what each task still lacks of its
+    share (before, it gave every task another whole share: a rerun of a finished
+    ``--rounds-per-task`` run tuned again wherever a task's small space had left a round
+    short), and a rerun of a finished run measures nothing."""
+    overrides = _small(tmp_path, "random", "replay", trials=64)
+    first = run_tune(load_tune_config(overrides=overrides + ["trials_per_task=2"]))
+    assert [t["trials"] for t in first["tasks"]] == [2]
+    again = run_tune(load_tune_config(overrides=overrides + ["trials_per_task=5"]))
+    assert again["trials_run"] == 3 and [t["trials"] for t in again["tasks"]] == [5]
+    third = run_tune(load_tune_config(overrides=overrides + ["trials_per_task=5"]))
+    assert third["trials_run"] == 0 and len(_records(tmp_path)) == 5
+
+
 def test_metatune_bo_tunes_resumes_and_reports_rounds(tmp_path):
     """MetaTune + BO on a real conv: records, per-round timings and accuracy, no repeats."""
     first = run_tune(load_tune_config(overrides=_small(tmp_path, "metatune", "bo", 24)))

@@ -403,7 +403,9 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
     """Tune ``tasks`` until the database holds ``cfg.trials`` measurements of them.
 
     Measurements already in the database count toward the budget, so a second run with
-    the same work dir continues where the first stopped and re-measures nothing.
+    the same work dir continues where the first stopped and re-measures nothing; with
+    ``cfg.trials_per_task`` (or ``rounds_per_task``), each task's own measurements count
+    toward its share, so that a rerun tops up only the tasks short of it.
 
     Args:
         tasks: The tasks to tune.
@@ -426,10 +428,15 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
     before = measured_per_task(database, mods)
     trials_before = sum(before)
     remaining = cfg.trials - trials_before
+    per_task = cfg.trials_per_task
+    task_left = None if per_task is None else [max(0, per_task - b) for b in before]
+    if task_left is not None:  # a resumed run tops each task up to its share
+        remaining = min(remaining, sum(task_left))
     best = best_seconds_per_task(database, mods)
     if remaining <= 0:
-        logger.info("database already holds %d measurements (budget %d): nothing to tune",
-                    trials_before, cfg.trials)
+        logger.info("database already holds %d measurements (budget %d%s): nothing to tune",
+                    trials_before, cfg.trials,
+                    "" if per_task is None else f", {per_task} a task")
         outcome = TuningOutcome(trials_before, 0, 0.0, 0,
                                 [None if b is None else b * 1e3 for b in best],
                                 trials_per_task=list(before))
@@ -457,11 +464,11 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
     callbacks = [BatchAccuracyCallback(session.clock, session.cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
                  MonitorCallback([guard, interrupt, failures, progress, rounds])]
-    per_task = cfg.trials_per_task
     start = time.perf_counter()
     interrupt.__enter__()
     try:
-        EagerGradientScheduler(budget=budget, trials_per_round=cfg.trials_per_round).tune(
+        EagerGradientScheduler(budget=budget, trials_per_round=cfg.trials_per_round,
+                               task_left=task_left).tune(
             tasks=contexts,
             task_weights=[float(t.weight) for t in tasks],
             max_trials_global=remaining,

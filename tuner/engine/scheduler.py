@@ -81,15 +81,21 @@ class EagerGradientScheduler(PyTaskScheduler):
         budget: The run's :class:`RoundBudget`, shared with the tasks' searches
             (``None``: rounds are as large as the searches make them).
         trials_per_round: The configured round size (used with ``budget``).
+        task_left: Trials each task may still measure in this run (``trials_per_task``
+            less the task's measurements already in the database, so that a resumed run
+            tops each task up instead of giving every task another full share); a task
+            at 0 gets no round, and a round is cut to its task's share (used with
+            ``budget``). ``None``: no cap per task.
     """
 
     def __init__(self, alpha: float = 0.2, window: int = 3, budget: RoundBudget | None = None,
-                 trials_per_round: int = 16) -> None:
+                 trials_per_round: int = 16, task_left: list[int] | None = None) -> None:
         super().__init__()
         self.alpha = float(alpha)
         self.window = int(window)
         self.budget = budget
         self.trials_per_round = int(trials_per_round)
+        self.task_left = None if task_left is None else [int(n) for n in task_left]
         self.history: dict[int, list[float]] = {}  # task -> best seconds after each round
         self.rounds: dict[int, int] = {}
         self.first_pass = 0
@@ -98,6 +104,8 @@ class EagerGradientScheduler(PyTaskScheduler):
         """Remember the best latency of ``task_id`` after a joined round."""
         secs = [s for s in (measured_seconds(r.run_secs, r.error_msg) for r in results)
                 if s is not None]
+        if self.task_left is not None:
+            self.task_left[task_id] -= len(results)
         hist = self.history.setdefault(task_id, [])
         best = min([*secs, *hist[-1:]]) if (secs or hist) else math.inf
         hist.append(best)
@@ -124,21 +132,26 @@ class EagerGradientScheduler(PyTaskScheduler):
                 # Not overridden: joining through the base class commits the results to
                 # the database and runs the measure callbacks.
                 self._record(i, self.join_running_task(i))
-        alive = [i for i, t in enumerate(tasks) if not t.is_terminated]
+        alive = [i for i, t in enumerate(tasks) if not t.is_terminated and self._open(i)]
         if not alive or (self.budget is not None and self.budget.remaining <= 0):
             return -1
         while self.first_pass < len(tasks):
             i = self.first_pass
             self.first_pass += 1
-            if not tasks[i].is_terminated:
-                waiting = sum(not t.is_terminated for t in tasks[i:])
-                return self._sized(i, waiting)
+            if i in alive:
+                return self._sized(i, sum(j >= i for j in alive))
         best = max(alive, key=lambda i: self._score(i, float(tasks[i].task_weight)))
         return self._sized(best, 0)
+
+    def _open(self, task_id: int) -> bool:
+        """Whether ``task_id`` may still measure (its cap, if any, is not reached)."""
+        return self.task_left is None or self.task_left[task_id] > 0
 
     def _sized(self, task_id: int, first_pass_left: int) -> int:
         """Set the next round's size in the shared budget; return ``task_id``."""
         if self.budget is not None:
-            self.budget.limit = round_size(self.budget.remaining, self.trials_per_round,
-                                           first_pass_left)
+            size = round_size(self.budget.remaining, self.trials_per_round, first_pass_left)
+            if self.task_left is not None:
+                size = min(size, self.task_left[task_id])
+            self.budget.limit = size
         return task_id
