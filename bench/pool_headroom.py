@@ -350,7 +350,7 @@ def markdown(doc: dict) -> str:
               "adapted / unadapted | pool's best / best before |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["runs"]:
-        h = headroom(r) or {}
+        h = r.get("headroom") or {}
         lines.append(f"| {r['round']} | {r['workload']} | {r['seed']} | {r['pool']} | "
                      f"{_num(h.get('bo'))} | {_num(h.get('top'))} | {_num(h.get('top0'))} | "
                      f"{_num(h.get('random'))} | {_num(h.get('pairwise'))} / "
@@ -382,8 +382,11 @@ def main() -> None:
     doc = {**provenance("pool_headroom.py"), "config": args.config, "seeds": args.seeds,
            "workloads": args.workloads, "rounds": args.rounds,
            "measured": [min(dates), max(dates)] if dates else None,
-           "summary": summarize(runs), "runs": runs}
-    write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))
+           "summary": summarize(runs),
+           # each run's figures; its candidates' rows are in its file under --runs-dir
+           "runs": [{k: r.get(k) for k in ("workload", "seed", "round", "pool", "date")}
+                    | {"headroom": headroom(r)} for r in runs]}
+    write_results(args.out + ".json", args.out + ".md", doc, markdown(doc), rows_key="runs")
 
 
 if __name__ == "__main__":

@@ -127,7 +127,8 @@ def test_pool_headroom_ratios_use_the_second_timing(monkeypatch):
     page = pool_headroom.markdown({"command": "c", "date": "d", "machine": "m",
                                    "measured": None, "config": "x", "seeds": [0],
                                    "workloads": ["w"], "summary": summary,
-                                   "runs": [run, later]})
+                                   "runs": [{**r, "headroom": pool_headroom.headroom(r)}
+                                            for r in (run, later)]})
     assert "| 2 | 1 |" in page and "2.000" in page
 
 

@@ -111,9 +111,8 @@ def test_a_budget_in_rounds_per_task_follows_the_task_count(tmp_path):
 
 def test_a_resumed_budget_per_task_tops_each_task_up_to_its_share(tmp_path):
     """A rerun with a budget per task measures only what each task still lacks of its
-    share (before, it gave every task another whole share: a rerun of a finished
-    ``--rounds-per-task`` run tuned again wherever a task's small space had left a round
-    short), and a rerun of a finished run measures nothing."""
+    share, and a rerun of a finished run measures nothing (before, the cap was the
+    search's, per run, and a rerun could measure past a task's share: 6 of 5 seen)."""
     overrides = _small(tmp_path, "random", "replay", trials=64)
     first = run_tune(load_tune_config(overrides=overrides + ["trials_per_task=2"]))
     assert [t["trials"] for t in first["tasks"]] == [2]

@@ -83,9 +83,9 @@ class EagerGradientScheduler(PyTaskScheduler):
         trials_per_round: The configured round size (used with ``budget``).
         task_left: Trials each task may still measure in this run (``trials_per_task``
             less the task's measurements already in the database, so that a resumed run
-            tops each task up instead of giving every task another full share); a task
-            at 0 gets no round, and a round is cut to its task's share (used with
-            ``budget``). ``None``: no cap per task.
+            tops each task up to its share and no further); a task at 0 gets no round,
+            and a round is cut to its task's share (used with ``budget``). ``None``: no
+            cap per task.
     """
 
     def __init__(self, alpha: float = 0.2, window: int = 3, budget: RoundBudget | None = None,
