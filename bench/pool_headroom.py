@@ -119,8 +119,8 @@ class PoolRecorder:
             if recorder.rounds >= recorder.full_round:
                 return None  # the full round was measured: the task stops
             if recorder.rounds + 1 == recorder.full_round and search.hist_y:
-                recorder.history_best_s = 1.0 / max(search.hist_y) if max(search.hist_y) \
-                    else None
+                best = max(search.hist_y)  # throughput; 0: every measurement failed
+                recorder.history_best_s = 1.0 / best if best else None
             out = real_generate(search)
             if recorder._last is not None and out is not None:
                 recorder._record(out, search.context)
@@ -194,6 +194,12 @@ def choices(rows: list[dict], full_round: int) -> dict[str, list[int]]:
     return out
 
 
+def choice_bests(rows: list[dict], full_round: int) -> dict[str, int]:
+    """Each choice's best row by the first timing (a failed row only when all failed)."""
+    return {name: min(idx, key=lambda i: rows[i]["seconds"] or math.inf)
+            for name, idx in choices(rows, full_round).items()}
+
+
 def measure_pool(task, overrides: list[str], seed: int, full_round: int) -> dict:
     """Tune ``task`` (a :class:`tuner.engine.tasks.TaskInfo`) to round ``full_round``,
     measure that round's whole pool, then time the schedules compared a second time.
@@ -221,10 +227,9 @@ def measure_pool(task, overrides: list[str], seed: int, full_round: int) -> dict
         undo()
     rows = recorder.rows
     ok = [i for i, r in enumerate(rows) if r["seconds"] is not None]
-    best_of = [min(idx, key=lambda i: rows[i]["seconds"] or math.inf)
-               for idx in choices(rows, full_round).values()]
     pool_top = sorted(ok, key=lambda i: rows[i]["seconds"])[:RETIMED]
-    again = sorted({*pool_top, *(i for i in best_of if rows[i]["seconds"])})
+    again = sorted({*pool_top, *(i for i in choice_bests(rows, full_round).values()
+                                 if rows[i]["seconds"])})
     runner = {k: v for k, v in dataclasses.asdict(tuned.cfg.runner).items()
               if k not in ("kind", "rpc")}  # timed again locally, as the local runner does
     for i, secs in zip(again, measure([recorder.mods[i] for i in again], info, runner)):
@@ -251,8 +256,7 @@ def headroom(run: dict) -> dict | None:
         return None
     pool_best = min(r["seconds_again"] for r in again)
     out = {}
-    for name, idx in choices(rows, run["round"]).items():
-        best = min(idx, key=lambda i: rows[i]["seconds"] or math.inf)
+    for name, best in choice_bests(rows, run["round"]).items():
         secs = rows[best].get("seconds_again") or rows[best]["seconds"]
         out[name] = secs / pool_best if secs else None
     first = [rows[i]["seconds"] for i in ok]
