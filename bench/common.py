@@ -130,6 +130,21 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
             **{k: repo_relative(v) for k, v in {**sources, "ensemble": ensemble}.items() if v}}
 
 
+def named_overrides(specs: list[str], flag: str) -> list[tuple[str, list[str]]]:
+    """``NAME=OVERRIDES`` command-line specs as ``(name, [override, ...])`` pairs.
+
+    Raises:
+        SystemExit: A spec without a name or ``=``, named after ``flag``.
+    """
+    out = []
+    for spec in specs:
+        name, sep, overrides = spec.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"{flag} {spec!r}: give NAME=OVERRIDES (OVERRIDES may be empty)")
+        out.append((name, shlex.split(overrides)))
+    return out
+
+
 def repo_relative(paths: str | list[str]) -> str | list[str]:
     """A path, or each of a list of them (xgb-Xfer's splits, an ensemble's checkpoints), as
     committed files write them (:func:`metatune.config.repo_relative`)."""

@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 
-from common import REPO, provenance, write_results
+from common import REPO, named_overrides, provenance, write_results
 
 logger = logging.getLogger("network_ab")
 
@@ -51,13 +51,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _configs(specs: list[str]) -> list[tuple[str, list[str]]]:
-    out = []
-    for spec in specs:
-        name, sep, overrides = spec.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--configs {spec!r}: give NAME=OVERRIDES (OVERRIDES may be empty)")
-        out.append((name, shlex.split(overrides)))
-    return out
+    return named_overrides(specs, "--configs")
 
 
 def _tune(args, name: str, overrides: list[str], seed: int, work: str,

@@ -17,11 +17,21 @@ biased low; every schedule the page compares (the pool's five best, each choice'
 therefore measured a second time after the run, and the ratios use that second
 measurement.
 
+The same pool also measures adaptation where tuning uses it (issue 13): the support is the
+task's ``16 x (R - 1)`` measurements so far, the query the next pool, drawn from mutations
+of their best. Beside the model adapted online (what tuning used) and the same checkpoint
+unadapted, ``--variants NAME=OVERRIDES`` adapt fresh copies of the cost model, built with
+other ``metatune.*`` settings (``metatune.adapt_steps=20``,
+``metatune.adapt_scope=last_gcn``), on the same measurements, and score the same pool:
+their ranking and the best of their top 16 are reported beside the default's.
+
 Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
 
 Usage:
     python bench/pool_headroom.py --workloads resnet-18/fused_conv2d1_add1_relu11 \\
         --layout NHWC --rounds 1 2 --seeds 0 1 2
+    python bench/pool_headroom.py --rounds 5 --variants "s20=metatune.adapt_steps=20" \\
+        --runs-dir docs/bench/runs/adapt-in-tuning --out docs/bench/adapt-in-tuning
 """
 
 from __future__ import annotations
@@ -37,8 +47,8 @@ import sys
 import numpy as np
 
 from cold_start import is_network_task, workload_task
-from common import (REPO, geomean, measure, median, provenance, show_slow_steps, tune_tasks,
-                    write_json_atomic, write_results)
+from common import (REPO, geomean, measure, median, named_overrides, provenance,
+                    show_slow_steps, tune_tasks, write_json_atomic, write_results)
 
 BATCH = 16  #: candidates a round measures in tuning (``trials_per_round``)
 RETIMED = 5  #: the pool's best schedules measured a second time
@@ -60,6 +70,9 @@ def _parse() -> argparse.Namespace:
                    help="the round whose whole pool is measured (one run each)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--layout", choices=("NCHW", "NHWC"), default="NHWC")
+    p.add_argument("--variants", nargs="*", default=[], metavar="NAME=OVERRIDES",
+                   help="other online adaptations scored on the same pool: a cost model "
+                        "built with these tune overrides, adapted on the task's measurements")
     p.add_argument("--runs-dir", default="docs/bench/runs/pool-headroom")
     p.add_argument("--out", default="docs/bench/pool-headroom")
     return p.parse_args()
@@ -77,19 +90,25 @@ class PoolRecorder:
         full_round: The round whose pool is measured whole (1: the first).
         fresh_model: The same cost model as tuning's, never updated: it scores the full
             round's pool as the model did before the task's first measurement.
+        variants: Name -> another cost model, never updated during the run: before the
+            full round is scored it adapts on all the task's measurements so far, as
+            tuning's model did round by round.
 
     Attributes:
         rows: One per pool candidate of the full round: ``prior`` (the cost model's
             score, adapted online to the rounds before), ``prior0`` (the unadapted
-            model's), ``picked`` (chosen by BO), ``seconds`` (``None``: failed); filled as
-            the round is measured.
+            model's), ``picked`` (chosen by BO), ``seconds`` (``None``: failed), with
+            variants ``variants`` (name -> score); filled as the round is measured.
         mods: The scheduled modules of those candidates (for the second measurement).
         history_best_s: The task's best seconds before the full round (``None`` in round 1).
     """
 
-    def __init__(self, full_round: int, fresh_model=None) -> None:
+    def __init__(self, full_round: int, fresh_model=None,
+                 variants: dict | None = None) -> None:
         self.full_round = int(full_round)
         self.fresh_model = fresh_model
+        self.variants = dict(variants or {})
+        self.measured: tuple[list, list] = ([], [])  # candidates, results before the round
         self.rounds = 0
         self.rows: list[dict] = []
         self.mods: list = []
@@ -131,6 +150,9 @@ class PoolRecorder:
 
             from metatune.records import measured_seconds
 
+            if recorder.rounds < recorder.full_round:  # the support of the variants
+                recorder.measured[0].extend(candidates)
+                recorder.measured[1].extend(results)
             for cand, res in zip(candidates, results):
                 row = recorder._pending.pop(structural_hash(cand.sch.mod), None)
                 if row is not None:
@@ -157,10 +179,18 @@ class PoolRecorder:
         order = chosen + [i for i in range(len(last["prior"])) if i not in set(chosen)]
         prior0 = (np.asarray(self.fresh_model.predict(context, list(candidates)), float)
                   if self.fresh_model is not None else [None] * len(candidates))
-        for cand, i, p0 in zip(candidates, order, prior0):
+        variants = {}
+        for name, model in self.variants.items():
+            if self.measured[0]:
+                model.update(context, *self.measured)
+            variants[name] = np.asarray(model.predict(context, list(candidates)), float)
+        for n, (cand, i, p0) in enumerate(zip(candidates, order, prior0)):
             self._pending[structural_hash(cand.sch.mod)] = len(self.rows)
-            self.rows.append({"prior": float(last["prior"][i]), "picked": i in set(chosen),
-                              "prior0": None if p0 is None else float(p0), "seconds": None})
+            row = {"prior": float(last["prior"][i]), "picked": i in set(chosen),
+                   "prior0": None if p0 is None else float(p0), "seconds": None}
+            if variants:
+                row["variants"] = {name: float(v[n]) for name, v in variants.items()}
+            self.rows.append(row)
             self.mods.append(cand.sch.mod)
 
 
@@ -183,14 +213,30 @@ def unadapted(rows: list[dict], full_round: int) -> list[float] | None:
     return [r["prior"] for r in rows] if full_round == 1 else None
 
 
-def choices(rows: list[dict], full_round: int) -> dict[str, list[int]]:
-    """The rows each choice of ``BATCH`` takes: BO's picks, the model's top by its score
-    (adapted to the rounds before), and the unadapted model's top (when recorded)."""
-    out = {"bo": [i for i, r in enumerate(rows) if r["picked"]],
-           "top": sorted(range(len(rows)), key=lambda i: -rows[i]["prior"])[:BATCH]}
+def variant_names(rows: list[dict]) -> list[str]:
+    """The adaptation variants the rows were scored by (none: ``[]``)."""
+    return list(rows[0].get("variants", {})) if rows else []
+
+
+def scorings(rows: list[dict], full_round: int) -> dict[str, list[float]]:
+    """Each ranking of the rows, by key suffix: ``""`` the model adapted online, ``"0"``
+    unadapted (when recorded), ``"_NAME"`` each variant."""
+    out = {"": [r["prior"] for r in rows]}
     zero = unadapted(rows, full_round)
     if zero is not None:
-        out["top0"] = sorted(range(len(rows)), key=lambda i: -zero[i])[:BATCH]
+        out["0"] = zero
+    for name in variant_names(rows):
+        out["_" + name] = [r["variants"][name] for r in rows]
+    return out
+
+
+def choices(rows: list[dict], full_round: int) -> dict[str, list[int]]:
+    """The rows each choice of ``BATCH`` takes: BO's picks, and the top by each ranking of
+    :func:`scorings` (``top``: the model adapted to the rounds before, ``top0``: unadapted,
+    ``top_NAME``: a variant)."""
+    out = {"bo": [i for i, r in enumerate(rows) if r["picked"]]}
+    for key, scores in scorings(rows, full_round).items():
+        out["top" + key] = sorted(range(len(rows)), key=lambda i: -scores[i])[:BATCH]
     return out
 
 
@@ -200,9 +246,12 @@ def choice_bests(rows: list[dict], full_round: int) -> dict[str, int]:
             for name, idx in choices(rows, full_round).items()}
 
 
-def measure_pool(task, overrides: list[str], seed: int, full_round: int) -> dict:
+def measure_pool(task, overrides: list[str], seed: int, full_round: int,
+                 variants: list[tuple[str, list[str]]] = ()) -> dict:
     """Tune ``task`` (a :class:`tuner.engine.tasks.TaskInfo`) to round ``full_round``,
     measure that round's whole pool, then time the schedules compared a second time.
+    ``variants``: ``(name, overrides)`` of other cost models that adapt on the same
+    measurements and score the same pool (:class:`PoolRecorder`).
 
     Returns:
         ``seed``, ``round``, ``history_best_s`` (the task's best before the round),
@@ -217,9 +266,12 @@ def measure_pool(task, overrides: list[str], seed: int, full_round: int) -> dict
     big = 1 << 12  # a whole pool fits in one round; the recorder stops the task
     overrides = [*overrides, f"trials={big}", f"trials_per_round={big}", f"seed={seed}"]
     info = resolve_target("llvm")
-    fresh = build_cost_model(with_model_sources(load_tune_config(overrides=overrides), info),
-                             info)
-    recorder = PoolRecorder(full_round, fresh)
+    def model(more: list[str]):
+        cfg = load_tune_config(overrides=[*overrides, *more])
+        return build_cost_model(with_model_sources(cfg, info), info)
+
+    recorder = PoolRecorder(full_round, model([]),
+                            {name: model(more) for name, more in variants})
     undo = recorder.install()
     try:
         tuned = tune_tasks([task], overrides, prefix="pool-headroom-")
@@ -262,10 +314,7 @@ def headroom(run: dict) -> dict | None:
     first = [rows[i]["seconds"] for i in ok]
     out["random"] = expected_best_of_random(first, BATCH) / min(first)
     tput = 1.0 / np.array(first)
-    zero = unadapted(rows, run["round"])
-    for key, scores in (("", [r["prior"] for r in rows]), ("0", zero)):
-        if scores is None:
-            continue
+    for key, scores in scorings(rows, run["round"]).items():
         prior = np.array([scores[i] for i in ok])
         out["pairwise" + key] = pairwise_accuracy(prior, tput)
         out["top5" + key] = top_k_recall(prior, tput)
@@ -302,7 +351,28 @@ def summarize(runs: list[dict]) -> dict:
             "bo_over_history": geomean([h["bo_over_history"] for h in rs]),
             "median_pool": median([r["pool"] for r in runs if r["round"] == rnd]),
         }
+        names = dict.fromkeys(n for r in runs if r["round"] == rnd
+                              for n in variant_names(r["rows"]))
+        if names:
+            out[str(rnd)]["variants"] = {n: _variant_summary(rs, "_" + n) for n in names}
     return out
+
+
+def _variant_summary(rs: list[dict], key: str) -> dict:
+    """One ranking's figures over the runs' :func:`headroom` dicts ``rs``: means of
+    pairwise accuracy and top-5 recall, the mean gain in pairwise accuracy over the
+    unadapted model (the rise with the task's measurements) and the runs where it beats
+    the model adapted online, the median rank of the pool's best, the best of its top
+    ``BATCH`` over the pool's best (geometric mean)."""
+    have = [h for h in rs if h.get("pairwise" + key) is not None]
+    return {"runs": len(have),
+            "pairwise": _mean([h["pairwise" + key] for h in have]),
+            "top5": _mean([h["top5" + key] for h in have]),
+            "rise": _mean([h["pairwise" + key] - h["pairwise0"] for h in have
+                           if h.get("pairwise0") is not None]),
+            "above_default": sum(h["pairwise" + key] > h["pairwise"] for h in have),
+            "median_pool_best_rank": median([h["pool_best_rank" + key] for h in have]),
+            "top_over_pool": geomean([h.get("top" + key) for h in have])}
 
 
 def _num(v) -> str:
@@ -349,6 +419,39 @@ def markdown(doc: dict) -> str:
                      f"{_num(v['top5'])} | {_num(v['top50'])} | "
                      f"{_num(v['median_pool_best_rank'])} | "
                      f"{_num(v['median_pool_best_rank0'])} |")
+    if any("variants" in v for v in s.values()):
+        lines += ["", "## Other online adaptations on the same pools", "",
+                  "Each cost model adapted on the task's measurements before round R "
+                  "(variants: a fresh model built with the overrides below, adapted once on "
+                  "all of them, as tuning's model re-adapts from the checkpoint each round) "
+                  "and scored on the same measured pool; rise: pairwise accuracy over the "
+                  "unadapted model's on the same pool (issue 13's rise with k, in tuning's "
+                  "setting); above online: runs whose pool it ranks better than the model "
+                  f"tuning used; top {BATCH}: the best of its top {BATCH} over the pool's "
+                  "best (geometric mean; second timing where the schedule was retimed).", "",
+                  "| round | ranking | pairwise | rise | above online | top-5 recall | "
+                  f"pool's best: rank (median) | top {BATCH} / pool's best |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for rnd, v in s.items():
+            ref = {"unadapted": {"pairwise": v["pairwise0"], "top5": v["top50"],
+                                 "median_pool_best_rank": v["median_pool_best_rank0"],
+                                 "top_over_pool": v["top0_over_pool"]},
+                   "online (tuning's)": {"pairwise": v["pairwise"], "top5": v["top5"],
+                                         "median_pool_best_rank": v["median_pool_best_rank"],
+                                         "top_over_pool": v["top_over_pool"]}}
+            for name, f in {**ref, **v.get("variants", {})}.items():
+                rise = f.get("rise")
+                if rise is None and name != "unadapted" and f["pairwise"] is not None \
+                        and v["pairwise0"] is not None:
+                    rise = f["pairwise"] - v["pairwise0"]
+                above = (f"{f['above_default']} of {f['runs']}" if "above_default" in f
+                         else "-")
+                lines.append(f"| {rnd} | {name} | {_num(f['pairwise'])} | "
+                             f"{'-' if rise is None else f'{rise:+.3f}'} | {above} | "
+                             f"{_num(f['top5'])} | {_num(f['median_pool_best_rank'])} | "
+                             f"{_num(f['top_over_pool'])} |")
+        lines += ["", "Variants: " + "; ".join(f"`{n}`: `{o}`" for n, o in
+                                               (doc.get("variants") or {}).items()) + "."]
     lines += ["", "## Each run", "", f"| round | workload | seed | pool | BO's {BATCH} | "
               f"model's top {BATCH} | unadapted top {BATCH} | random {BATCH} | pairwise "
               "adapted / unadapted | pool's best / best before |",
@@ -368,23 +471,29 @@ def main() -> None:
     os.chdir(REPO)
     show_slow_steps()
     os.makedirs(args.runs_dir, exist_ok=True)
+    variants = named_overrides(args.variants, "--variants")
+    wanted = {n: " ".join(o) for n, o in variants}
     runs = []
     plan = [(r, s, w) for r in args.rounds for s in args.seeds for w in args.workloads]
     for i, (rnd, seed, wl) in enumerate(plan, 1):
         path = os.path.join(args.runs_dir, f"{wl.replace('/', '--')}-r{rnd}-{seed}.json")
         if not os.path.exists(path):
             print(f"[{i}/{len(plan)}] {wl} round {rnd} seed {seed}", flush=True)
-            run = {"workload": wl, **measure_pool(workload_task(wl, args.layout), [
-                *args.config.split(), f"layout={args.layout}"], seed, rnd)}
+            run = {"workload": wl, "variants": wanted,
+                   **measure_pool(workload_task(wl, args.layout), [
+                       *args.config.split(), f"layout={args.layout}"], seed, rnd, variants)}
             run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")
             run["layout"] = args.layout if is_network_task(wl) else None
             write_json_atomic(path, run)
         with open(path, encoding="utf-8") as f:
             runs.append(json.load(f))
+        if runs[-1].get("variants", {}) != wanted:
+            raise SystemExit(f"{path} was scored by the variants {runs[-1].get('variants', {})}"
+                             f", not {wanted}: give the same --variants, or another --runs-dir")
     dates = [r["date"] for r in runs if r.get("date")]
     doc = {**provenance("pool_headroom.py"), "config": args.config, "seeds": args.seeds,
-           "workloads": args.workloads, "rounds": args.rounds,
+           "workloads": args.workloads, "rounds": args.rounds, "variants": wanted,
            "measured": [min(dates), max(dates)] if dates else None,
            "summary": summarize(runs),
            # each run's figures; its candidates' rows are in its file under --runs-dir

@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -143,14 +144,24 @@ def test_pool_headroom_measures_a_whole_round_of_a_real_task(conv_task, tmp_path
     select, generate = bo.select_batch, bo.BatchBOSearch._cls.generate_measure_candidates
     run = pool_headroom.measure_pool(conv_task, [
         "preset=meta-BO-T", "search_params.bo.pool_size=24", "search_params.bo.population=24",
-        "search_params.bo.carry=8", "runner.min_repeat_ms=20"], seed=0, full_round=2)
+        "search_params.bo.carry=8", "runner.min_repeat_ms=20"], seed=0, full_round=2,
+        variants=[("same", []), ("s20", ["metatune.adapt_steps=20"])])
     assert bo.select_batch is select
     assert bo.BatchBOSearch._cls.generate_measure_candidates is generate
     rows = run["rows"]
     assert run["round"] == 2 and run["pool"] == len(rows) > pool_headroom.BATCH
     assert sum(r["picked"] for r in rows) == pool_headroom.BATCH
     assert all(r["prior0"] is not None for r in rows)
+    # a variant with tuning's own settings, adapted once on all the measurements before
+    # the round, scores the pool as tuning's model did after adapting round by round
+    prior = np.array([r["prior"] for r in rows])
+    assert np.allclose([r["variants"]["same"] for r in rows], prior, atol=1e-5)
+    assert not np.allclose([r["variants"]["s20"] for r in rows], prior, atol=1e-5)
     assert run["measured_ok"] >= pool_headroom.BATCH and run["history_best_s"] > 0
     assert any(r.get("seconds_again") for r in rows)
     h = pool_headroom.headroom(run)
     assert h["bo"] >= 0.5 and h["random"] >= 1.0 and 0.0 <= h["pairwise0"] <= 1.0
+    assert h["pairwise_same"] == pytest.approx(h["pairwise"]) and h["top_s20"] >= 0.5
+    summary = pool_headroom.summarize([run])["2"]["variants"]
+    assert set(summary) == {"same", "s20"} and summary["s20"]["runs"] == 1
+    assert summary["same"]["rise"] == pytest.approx(h["pairwise"] - h["pairwise0"])

@@ -74,6 +74,7 @@ def test_one_default_per_setting():
     ("search=annealing", "evolutionary"),
     ("search_params.bo.cold_population=-1", "cold_"),
     ("metatune.graph=fancy", "metatune.graph='fancy': choose super or plain"),
+    ("metatune.adapt_scope=everything", "adapt_scope='everything': choose one of head"),
     ("predict_unmeasured.candidates=0", "predict_unmeasured"),
     ("runner.timeout_sec=0", "runner.timeout_sec"),
     ("builder.timeout_sec=-1", "builder.timeout_sec"),

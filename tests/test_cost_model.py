@@ -205,6 +205,27 @@ def test_blend_hands_the_scores_over_to_a_task_local_xgboost(context_and_candida
     assert np.allclose(blend.predict(ctx, cands), expected, atol=1e-6)
 
 
+def test_the_tuner_can_adapt_a_wider_scope_than_the_checkpoint(context_and_candidates):
+    """``metatune.adapt_scope`` widens online fine-tuning (the shipped checkpoint adapts its
+    head): the GCN's last layer then moves with the task's measurements too."""
+    from metatune.maml import SCOPES
+    from tuner.app.tuning import make_cost_model
+    from tuner.models.params import ADAPT_SCOPES, MetaTuneModelConfig
+
+    assert ADAPT_SCOPES == SCOPES  # the config's copy of the list stays the library's
+    ctx, cands = context_and_candidates
+    cfg = MetaTuneModelConfig(ensemble=[], adapt_scope="last_gcn", adapt_steps=3)
+    model = make_cost_model("metatune", num_cores=1, metatune=cfg)
+    assert not model.inner.head_only and model.inner.cfg.steps == 3
+    assert any(n.startswith("convs.") for n in model.inner.names)
+    before = model.predict(ctx, cands)
+    model.update(ctx, cands, [ms.runner.RunnerResult([1e-3 * (i + 1)], None)
+                              for i in range(len(cands))])
+    state = next(iter(model.tasks.values()))
+    assert any(k.startswith("convs.") for k in state.fast)
+    assert not np.allclose(model.predict(ctx, cands), before)
+
+
 def test_blend_k0_must_not_be_negative():
     from metatune.errors import ConfigError
     from tuner.models.params import MetaTuneModelConfig

@@ -102,7 +102,8 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         model = load_model(checkpoint, graph=m.graph, from_scratch=bool(m.from_scratch))
         more = [load_model(c, graph=m.graph) for c in paths]
         for member in [model, *more]:
-            member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
+            member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr, scope=m.adapt_scope,
+                                  net=member.net)
         if target is not None:
             own = own_checkpoint(target, m.graph)
             if own and checkpoint and os.path.exists(checkpoint) and os.path.samefile(

@@ -12,6 +12,9 @@ from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
                              resolve_path, seed_siblings)
 from metatune.errors import ConfigError
 
+#: What online fine-tuning may adapt (:data:`metatune.maml.SCOPES`, which imports torch).
+ADAPT_SCOPES = ("head", "last_gcn", "all")
+
 
 @dataclass
 class MetaTuneModelConfig:
@@ -26,6 +29,9 @@ class MetaTuneModelConfig:
         adapt_steps: Online fine-tuning steps after each measured round (None: the
             checkpoint's, the adaptation it was meta-trained for).
         adapt_lr: Their step size (None: the checkpoint's).
+        adapt_scope: What adapts online: ``head``, ``last_gcn`` or ``all`` (None: the
+            checkpoint's; a wider scope than meta-training's adapts the GCN's graphs, not
+            frozen embeddings, and costs more per round).
         blend_k0: Above 0: blend the adapted model's scores with MetaSchedule's XGBoost
             trained on the task's own measurements, weighted ``n / (n + blend_k0)`` after
             ``n`` of them (the model alone before any); 0: the model alone.
@@ -46,6 +52,7 @@ class MetaTuneModelConfig:
     from_scratch: bool = False
     adapt_steps: Optional[int] = None  # null: the checkpoint's (what it was meta-trained for)
     adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
+    adapt_scope: Optional[str] = None  # null: the checkpoint's (head, last_gcn or all)
     blend_k0: float = 0.0  # >0: blend with a task-local XGBoost, weight n / (n + blend_k0)
     ensemble: Optional[List[str]] = None  # more checkpoints averaged with it (None: its seeds)
     compiled_correction: bool = False  # re-rank BO's short list by the compiled code
@@ -57,7 +64,8 @@ class MetaTuneModelConfig:
 
         Raises:
             ConfigError: An unknown graph mode, a negative ``blend_k0``, an ensemble
-                with a blend or from scratch, a correction from scratch, ``compiled_top`` < 1.
+                with a blend or from scratch, a correction from scratch, ``compiled_top`` < 1,
+                an unknown ``adapt_scope``.
         """
         self.graph = check_graph(self.graph, "metatune.graph")
         if not self.blend_k0 >= 0:
@@ -68,6 +76,9 @@ class MetaTuneModelConfig:
             self.checkpoint = resolve_path(self.checkpoint)
         if self.ensemble is not None:
             self.ensemble = [resolve_path(str(c)) for c in self.ensemble]
+        if self.adapt_scope is not None and self.adapt_scope not in ADAPT_SCOPES:
+            raise ConfigError(f"metatune.adapt_scope={self.adapt_scope!r}: choose one of "
+                              f"{', '.join(ADAPT_SCOPES)}, or null (the checkpoint's)")
         if self.compiled_top < 1:
             raise ConfigError(f"metatune.compiled_top={self.compiled_top}: give how many of "
                               "each round's pool to build for the correction (e.g. 32)")
