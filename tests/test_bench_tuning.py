@@ -165,3 +165,9 @@ def test_pool_headroom_measures_a_whole_round_of_a_real_task(conv_task, tmp_path
     summary = pool_headroom.summarize([run])["2"]["variants"]
     assert set(summary) == {"same", "s20"} and summary["s20"]["runs"] == 1
     assert summary["same"]["rise"] == pytest.approx(h["pairwise"] - h["pairwise0"])
+    page = pool_headroom.markdown({
+        "command": "c", "date": "d", "machine": "m", "measured": None, "config": "x",
+        "seeds": [0], "workloads": ["w"], "variants": {"same": "", "s20": "a=20"},
+        "summary": pool_headroom.summarize([run]), "runs": [{**run, "headroom": h}]})
+    assert "| 2 | s20 |" in page and "| 2 | online (tuning's) |" in page
+    assert "`s20`: `a=20`" in page
