@@ -168,6 +168,7 @@ def test_pool_headroom_measures_a_whole_round_of_a_real_task(conv_task, tmp_path
     page = pool_headroom.markdown({
         "command": "c", "date": "d", "machine": "m", "measured": None, "config": "x",
         "seeds": [0], "workloads": ["w"], "variants": {"same": "", "s20": "a=20"},
-        "summary": pool_headroom.summarize([run]), "runs": [{**run, "headroom": h}]})
+        "summary": pool_headroom.summarize([run]),
+        "runs": [{**run, "workload": "w", "headroom": h}]})
     assert "| 2 | s20 |" in page and "| 2 | online (tuning's) |" in page
     assert "`s20`: `a=20`" in page

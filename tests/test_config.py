@@ -16,7 +16,7 @@ from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig
 from tuner.app.config import (BuilderConfig, RunnerConfig, SearchParams, TuneConfig,
                               load_tune_config, with_round_budget)
-from tuner.models.params import MetaTuneModelConfig, XferConfig
+from tuner.models.params import ONLINE_LR, ONLINE_STEPS, MetaTuneModelConfig, XferConfig
 from tuner.search.params import BOConfig
 from tuner.search.zero_shot import PredictConfig
 
@@ -58,8 +58,9 @@ def test_one_default_per_setting():
     tune, train = TuneConfig(), TrainConfig()
     assert tune.metatune.graph == train.graph == DEFAULT_GRAPH
     assert train.out == default_checkpoint(SHIPPED_DATASET, graph=DEFAULT_GRAPH)
-    # the tuner adapts as the checkpoint was meta-trained to adapt (no second default)
-    assert tune.metatune.adapt_steps is None and tune.metatune.adapt_lr is None
+    # the tuner adapts with the checkpoint's code, scope and loss, for longer (one default)
+    assert (tune.metatune.adapt_steps, tune.metatune.adapt_lr) == (ONLINE_STEPS, ONLINE_LR)
+    assert tune.metatune.adapt_scope is None
     assert train.meta.adapt == AdaptConfig()
 
 

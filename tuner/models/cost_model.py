@@ -3,9 +3,11 @@
 ``predict`` encodes each candidate's scheduled function as a loop-nest graph, embeds it
 with the meta-trained GCN and scores it with the regression head; ``update`` fine-tunes
 online on the task's measurements with the adaptation the checkpoint was meta-trained for
-(:class:`metatune.maml.InnerLoop`: the same code, scope, steps, step sizes and loss),
-starting from the meta-learned initial weights each time (the MAML recipe), so a handful of
-measurements adapt it. State is kept per task (keyed by the workload's structural hash).
+(:class:`metatune.maml.InnerLoop`: the same code, scope, step sizes and loss; the tuner
+takes more steps at a larger step size, ``metatune.adapt_steps`` / ``adapt_lr``, chosen on
+the checkpoint's validation convs), starting from the meta-learned initial weights each
+time (the MAML recipe), so a handful of measurements adapt it. State is kept per task
+(keyed by the workload's structural hash).
 With ``blend_k0`` > 0 the scores are blended with MetaSchedule's XGBoost trained on the
 task's own measurements, which takes over as they accumulate (``docs/model-accuracy.md``:
 ``NAME+xgb``, the same blend scored on the held-out convolutions).
@@ -310,9 +312,11 @@ class MetaTuneCostModel(PyCostModel):
 
     def fine_tune(self, context, candidates, results, keys: list[int] | None = None) -> None:
         """Fine-tune on the task's measurements so far (failed ones skipped), starting from
-        the meta-learned weights, with the adaptation the checkpoint was meta-trained for;
-        ``keys``: the candidates' structural hashes (:func:`candidate_keys`) when the caller
-        has them (MetaSchedule's ``update`` takes no more arguments)."""
+        the meta-learned weights, with the checkpoint's adaptation (its inner loop, scope
+        and loss; :func:`tuner.app.tuning.make_cost_model` sets the tuner's steps and step
+        size, ``metatune.adapt_steps`` / ``adapt_lr``); ``keys``: the candidates'
+        structural hashes (:func:`candidate_keys`) when the caller has them
+        (MetaSchedule's ``update`` takes no more arguments)."""
         state = self.tasks.setdefault(self._key(context), TaskState())
         secs = [measured_seconds(r.run_secs, r.error_msg) for r in results]
         keep = [i for i, s in enumerate(secs) if s is not None]

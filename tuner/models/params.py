@@ -14,6 +14,8 @@ from metatune.errors import ConfigError
 
 #: What online fine-tuning may adapt (:data:`metatune.maml.SCOPES`, which imports torch).
 ADAPT_SCOPES = ("head", "last_gcn", "all")
+#: Online fine-tuning's steps and step size (see :class:`MetaTuneModelConfig`).
+ONLINE_STEPS, ONLINE_LR = 50, 0.05
 
 
 @dataclass
@@ -27,7 +29,12 @@ class MetaTuneModelConfig:
         graph: ``super`` or ``plain``: the graph mode the checkpoint was trained with.
         from_scratch: No checkpoint: start from random weights, learn online only.
         adapt_steps: Online fine-tuning steps after each measured round (None: the
-            checkpoint's, the adaptation it was meta-trained for).
+            checkpoint's, the adaptation it was meta-trained for). 50, with ``adapt_lr``
+            0.05, ten times meta-training's 5 steps at 0.01, as MAML itself adapts longer
+            at test time than in its inner loop: chosen on the checkpoint's validation
+            convs, where it ranks the next round's pool better
+            (``docs/bench/adapt-in-tuning-val*.md``) and tunes a little better
+            (``docs/bench/online-adapt*.md``).
         adapt_lr: Their step size (None: the checkpoint's).
         adapt_scope: What adapts online: ``head``, ``last_gcn`` or ``all`` (None: the
             checkpoint's; a wider scope than meta-training's adapts the GCN's graphs, not
@@ -50,8 +57,8 @@ class MetaTuneModelConfig:
     checkpoint: Optional[str] = None
     graph: str = DEFAULT_GRAPH
     from_scratch: bool = False
-    adapt_steps: Optional[int] = None  # null: the checkpoint's (what it was meta-trained for)
-    adapt_lr: Optional[float] = None  # null: the checkpoint's (ignored with Meta-SGD)
+    adapt_steps: Optional[int] = ONLINE_STEPS  # null: the checkpoint's (meta-training's)
+    adapt_lr: Optional[float] = ONLINE_LR  # null: the checkpoint's (ignored with Meta-SGD)
     adapt_scope: Optional[str] = None  # null: the checkpoint's (head, last_gcn or all)
     blend_k0: float = 0.0  # >0: blend with a task-local XGBoost, weight n / (n + blend_k0)
     ensemble: Optional[List[str]] = None  # more checkpoints averaged with it (None: its seeds)
