@@ -32,14 +32,13 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import json
 import os
 import sys
 
-from common import (REPO, geomean, median, provenance, show_slow_steps, tune_tasks,
-                    write_json_atomic, write_results)
+from common import (REPO, geomean, measured_span, median, provenance, recorded_run,
+                    show_slow_steps, tune_tasks, write_results)
 
 DEFAULT_CONFIGS = [
     "meta-BO-T=preset=meta-BO-T",
@@ -387,21 +386,14 @@ def main() -> None:
                   + ("-nhwc" if args.layout == "NHWC" and is_network_task(wl) else ""))
         path = os.path.join(args.runs_dir,
                             f"{wl.replace('/', '--')}-{slug}-{budget}-{seed}.json")
-        if not os.path.exists(path):
-            print(f"[{i}/{len(plan)}] {wl} {config} seed {seed}", flush=True)
-            run = run_one(wl, configs[config].split(), seed, args.trials, per_round,
-                          args.layout)
-            run["config"] = config
-            run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
-                timespec="seconds")
-            write_json_atomic(path, run)
-        with open(path, encoding="utf-8") as f:
-            runs.append(json.load(f))
+        runs.append(recorded_run(
+            path, f"[{i}/{len(plan)}] {wl} {config} seed {seed}",
+            lambda: {**run_one(wl, configs[config].split(), seed, args.trials, per_round,
+                               args.layout), "config": config}))
     doc = {**provenance("cold_start.py"), "trials": args.trials, "layout": args.layout,
            "trials_per_round": args.trials_per_round or args.trials, "seeds": args.seeds,
            "configs": configs, "runs_done": len(runs),
-           "measured": [min(dates), max(dates)] if (dates := [r["date"] for r in runs
-                                                               if r.get("date")]) else None,
+           "measured": measured_span(runs),
            "report_at": args.report_at,
            "summary": summarize(runs, list(configs), tuple(args.report_at), args.trials),
            "runs": runs}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import math
@@ -11,7 +12,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -255,6 +256,26 @@ def run_command(prov: dict) -> str:
     """The command that measures a resumable page's records: its ``--report-only`` dropped
     (that flag only rewrites the page from them)."""
     return prov["command"].replace(" --report-only", "")
+
+
+def recorded_run(path: str, label: str, make: Callable[[], dict]) -> dict:
+    """A benchmark run's record: read from ``path`` when an earlier run wrote it (resume),
+    else made by ``make``, stamped with its UTC ``date`` and written whole first
+    (``label``: the progress line printed before making it)."""
+    if not os.path.exists(path):
+        print(label, flush=True)
+        run = make()
+        run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds")
+        write_json_atomic(path, run)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def measured_span(runs: list[dict]) -> list[str] | None:
+    """The first and last ``date`` of the runs (``None`` when none has one)."""
+    dates = [r["date"] for r in runs if r.get("date")]
+    return [min(dates), max(dates)] if dates else None
 
 
 def write_json_atomic(path: str, obj: Any) -> None:

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import json
 import math
 import os
 import sys
@@ -47,8 +45,8 @@ import sys
 import numpy as np
 
 from cold_start import is_network_task, workload_task
-from common import (REPO, geomean, measure, median, named_overrides, provenance,
-                    show_slow_steps, tune_tasks, write_json_atomic, write_results)
+from common import (REPO, geomean, measure, measured_span, median, named_overrides,
+                    provenance, recorded_run, show_slow_steps, tune_tasks, write_results)
 
 BATCH = 16  #: candidates a round measures in tuning (``trials_per_round``)
 RETIMED = 5  #: the pool's best schedules measured a second time
@@ -477,24 +475,18 @@ def main() -> None:
     plan = [(r, s, w) for r in args.rounds for s in args.seeds for w in args.workloads]
     for i, (rnd, seed, wl) in enumerate(plan, 1):
         path = os.path.join(args.runs_dir, f"{wl.replace('/', '--')}-r{rnd}-{seed}.json")
-        if not os.path.exists(path):
-            print(f"[{i}/{len(plan)}] {wl} round {rnd} seed {seed}", flush=True)
-            run = {"workload": wl, "variants": wanted,
-                   **measure_pool(workload_task(wl, args.layout), [
-                       *args.config.split(), f"layout={args.layout}"], seed, rnd, variants)}
-            run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
-                timespec="seconds")
-            run["layout"] = args.layout if is_network_task(wl) else None
-            write_json_atomic(path, run)
-        with open(path, encoding="utf-8") as f:
-            runs.append(json.load(f))
+        runs.append(recorded_run(
+            path, f"[{i}/{len(plan)}] {wl} round {rnd} seed {seed}",
+            lambda: {"workload": wl, "variants": wanted,
+                     **measure_pool(workload_task(wl, args.layout), [
+                         *args.config.split(), f"layout={args.layout}"], seed, rnd, variants),
+                     "layout": args.layout if is_network_task(wl) else None}))
         if runs[-1].get("variants", {}) != wanted:
             raise SystemExit(f"{path} was scored by the variants {runs[-1].get('variants', {})}"
                              f", not {wanted}: give the same --variants, or another --runs-dir")
-    dates = [r["date"] for r in runs if r.get("date")]
     doc = {**provenance("pool_headroom.py"), "config": args.config, "seeds": args.seeds,
            "workloads": args.workloads, "rounds": args.rounds, "variants": wanted,
-           "measured": [min(dates), max(dates)] if dates else None,
+           "measured": measured_span(runs),
            "summary": summarize(runs),
            # each run's figures; its candidates' rows are in its file under --runs-dir
            "runs": [{k: r.get(k) for k in ("workload", "seed", "round", "pool", "date")}
