@@ -1,4 +1,4 @@
-"""The TVM runtime's thread pool: as many threads as the target has cores, everywhere.
+"""The host's cores and the TVM runtime's thread pool: as many threads as the target has cores.
 
 TVM sizes its CPU thread pool when the process first runs a parallel kernel (or asks
 for the count), from ``TVM_NUM_THREADS`` if set, else half the hardware threads on x86
@@ -16,12 +16,23 @@ import logging
 import os
 from typing import Any
 
-from tuner.engine.targets import host_cpus
-
 logger = logging.getLogger(__name__)
 
 #: ``ThreadPool`` mode in which ``n`` threads share every listed CPU (no pinning).
 _SHARE_ALL_CORES = -3
+
+
+def host_cpus() -> list[int]:
+    """The ids of the CPU cores this process may run on (affinity-aware), sorted."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def host_num_cores() -> int:
+    """Number of CPU cores this process may run on (affinity-aware)."""
+    return max(1, len(host_cpus()))
 
 
 def tvm_num_threads() -> int:

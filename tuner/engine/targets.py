@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 
 from metatune.errors import TargetUnavailableError
+from tuner.engine.runtime import configure_tvm_threads, host_cpus, host_num_cores
+
+__all__ = ["TARGET_CHOICES", "TargetInfo", "host_cpus", "host_num_cores", "resolve_target"]
 
 #: Target names accepted on the command line besides a JSON target dict.
 TARGET_CHOICES = ("llvm", "cuda", "rocm")
@@ -29,19 +31,6 @@ class TargetInfo:
     device_type: str
     num_cores: int
     description: str
-
-
-def host_cpus() -> list[int]:
-    """The ids of the CPU cores this process may run on (affinity-aware), sorted."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return list(range(os.cpu_count() or 1))
-
-
-def host_num_cores() -> int:
-    """Number of CPU cores this process may run on (affinity-aware)."""
-    return max(1, len(host_cpus()))
 
 
 def host_llvm_target_dict(num_cores: int | None = None) -> dict:
@@ -104,8 +93,6 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
     """
     import tvm
     from tvm.target import Target
-
-    from tuner.engine.runtime import configure_tvm_threads
 
     cores = int(num_cores or host_num_cores())
     text = name.strip()
