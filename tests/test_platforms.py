@@ -1,4 +1,5 @@
-"""Which dataset and checkpoint a target uses when none is named (tuner.engine.platforms)."""
+"""Which dataset and checkpoint a target uses when none is named (tuner.app.checkpoints), and
+what the platforms' datasets and checkpoints say (tuner.engine.platforms)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import tvm
 import metatune.config
 from metatune.config import FALLBACK_CHECKPOINT, SHIPPED_DATASET
 from metatune.errors import ConfigError
-from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_data_dir,
-                                    own_data, own_train_command, platform_id)
+from tuner.app.checkpoints import (checkpoint_note, choose_checkpoint, default_checkpoint_for,
+                                   default_data_dir, own_data, own_train_command, trained_on)
+from tuner.engine.platforms import dataset_kind, platform_id
 
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
 
@@ -132,13 +134,12 @@ def test_a_checkpoints_seeds_beside_it_make_the_default_ensemble(tmp_path, monke
     assert with_model_sources(load_tune_config(), info).metatune.ensemble == seeds
     alone = load_tune_config(overrides=["metatune.ensemble=[]"])
     assert with_model_sources(alone, info).metatune.ensemble == []
-    blend = load_tune_config(overrides=["metatune.blend_k0=64"])
-    assert with_model_sources(blend, info).metatune.ensemble == []  # a blend: it alone
 
 
 def test_xgb_xfer_transfers_from_what_the_default_checkpoint_was_trained_on(tmp_path,
                                                                               monkeypatch):
-    from tuner.engine.platforms import checkpoint_splits, default_xfer_data
+    from tuner.app.checkpoints import default_xfer_data
+    from tuner.engine.platforms import checkpoint_splits
 
     monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
     own = tmp_path / "data" / "llvm-haswell"
@@ -157,3 +158,54 @@ def test_xgb_xfer_transfers_from_what_the_default_checkpoint_was_trained_on(tmp_
                                           str(own / "net")]
     _touch(str(sidecar), "not json")
     assert default_xfer_data(HASWELL) == str(own / "train")
+
+
+def test_the_choice_of_checkpoint_says_which_one_and_why(tmp_path, monkeypatch):
+    from tuner.models.params import MetaTuneModelConfig
+
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    shipped = tmp_path / "checkpoints" / f"{FALLBACK_CHECKPOINT}-super.ckpt"
+    _touch(str(shipped.with_suffix(".json")), json.dumps({"data": {
+        "dir": "data/llvm-znver4", "splits": ["../llvm-icelake-server/train", "train-nhwc",
+                                              "../llvm-rocketlake/train-networks"]}}))
+    assert trained_on(str(shipped)) == "icelake-server, znver4 and rocketlake"
+    choice = choose_checkpoint(HASWELL, "super")
+    assert (choice.path, choice.why) == (str(shipped), "fallback")
+    assert choice.line() == (f"checkpoint: checkpoints/{FALLBACK_CHECKPOINT}-super.ckpt (no "
+                             "checkpoint of this CPU, haswell; the fallback pair, trained on "
+                             "icelake-server, znver4 and rocketlake data)")
+    plain = choose_checkpoint(HASWELL, "plain")  # no .json beside it: nothing said of its data
+    assert plain.line().endswith("(no checkpoint of this CPU, haswell; the fallback pair)")
+    own = tmp_path / "checkpoints" / "llvm-haswell-super.ckpt"
+    _touch(str(own))
+    assert choose_checkpoint(HASWELL, "super").line() == (
+        "checkpoint: checkpoints/llvm-haswell-super.ckpt (this CPU's own, haswell)")
+    assert choose_checkpoint(HASWELL, "super", "/x.ckpt").line() == (
+        "checkpoint: /x.ckpt (named: metatune.checkpoint / --checkpoint)")
+    assert checkpoint_note("metatune", MetaTuneModelConfig(), HASWELL) == (
+        "checkpoint: checkpoints/llvm-haswell-super.ckpt (this CPU's own, haswell)")
+    assert checkpoint_note("metatune", MetaTuneModelConfig(from_scratch=True), HASWELL) is None
+    assert checkpoint_note("xgb", MetaTuneModelConfig(), HASWELL) is None
+
+
+def test_tune_logs_the_checkpoint_it_took_first(tmp_path, monkeypatch, caplog):
+    import dataclasses
+    import logging
+
+    import tuner.app.run as run
+    from tuner.app.config import load_tune_config
+
+    class Stop(Exception):
+        """Ends the run once the line is logged."""
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(metatune.config, "REPO_ROOT", str(tmp_path))
+    monkeypatch.setattr(run, "with_model_sources", stop)
+    cfg = dataclasses.replace(load_tune_config(), target='{"kind": "llvm", "mcpu": "haswell"}')
+    caplog.set_level(logging.INFO, logger="metatune")
+    with pytest.raises(Stop):
+        run.run_tune(cfg)
+    assert (f"checkpoint: checkpoints/{FALLBACK_CHECKPOINT}-super.ckpt (no checkpoint of this "
+            "CPU, haswell; the fallback pair)") in caplog.messages

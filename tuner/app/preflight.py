@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
     """The configuration with the cost model's checkpoints and xgb-xfer's data named: the
     ones a run left ``None`` become the target's own platform's, else the shipped ones of
-    its kind (:mod:`tuner.engine.platforms`; xgb-xfer's data: the splits the default
+    its kind (:mod:`tuner.app.checkpoints`; xgb-xfer's data: the splits the default
     checkpoint was trained on), and a ``None`` ensemble the checkpoint's seeds
     (:meth:`tuner.models.params.MetaTuneModelConfig.members`), so the report records what
     was used.
@@ -39,7 +39,7 @@ def with_model_sources(cfg: TuneConfig, target_info) -> TuneConfig:
     Raises:
         ConfigError: Nothing of the target's kind ships, and none was named.
     """
-    from tuner.engine.platforms import default_checkpoint_for, default_xfer_data
+    from tuner.app.checkpoints import default_checkpoint_for, default_xfer_data
 
     m, x = cfg.metatune, cfg.xfer
     if cfg.cost_model == "metatune" and not m.checkpoint and not m.from_scratch:

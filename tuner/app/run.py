@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from metatune.config import repo_path
+from tuner.app.checkpoints import checkpoint_note
 from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
@@ -63,6 +64,8 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
     """
     setup_logging(cfg.log_level)
     target_info = resolve_target(cfg.target, cfg.num_cores)
+    if note := checkpoint_note(cfg.cost_model, cfg.metatune, target_info.target):
+        logger.info("%s", note)  # which checkpoint, and why: named, this CPU's or the fallback
     cfg = with_model_sources(cfg, target_info)  # the report names the checkpoint and data
     check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
     work_dir = default_work_dir(cfg, _network_label(cfg))

@@ -12,6 +12,8 @@ from typing import Any
 from metatune.config import DEFAULT_DATA_DIR, default_checkpoint
 from metatune.dataset import as_split_dirs
 from metatune.errors import CheckpointError, ConfigError
+from tuner.app.checkpoints import (default_checkpoint_for, default_xfer_data, own_checkpoint,
+                                   own_train_command)
 from tuner.app.config import RunnerConfig, SearchParams, TuneConfig
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.app.rounds import BatchAccuracyCallback, RoundClock, RoundMonitor
@@ -21,8 +23,7 @@ from tuner.engine.durability import RecordFileGuard, as_write_error
 from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
-from tuner.engine.platforms import (dataset_kind, default_checkpoint_for, default_xfer_data,
-                                    own_checkpoint, own_train_command)
+from tuner.engine.platforms import dataset_kind
 from tuner.engine.scheduler import EagerGradientScheduler, RoundBudget
 from tuner.engine.targets import TargetInfo
 from tuner.engine.tasks import TaskInfo
