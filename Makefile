@@ -29,7 +29,7 @@ test-all: env
 	$(PY) -m pytest -q -m "slow or not slow" $(ARGS)
 
 bench: env
-	$(PY) bench/bench_trial_overhead.py
+	$(PY) -m bench.trial_overhead
 
 clean:
 	rm -rf work

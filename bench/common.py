@@ -1,4 +1,5 @@
-"""Shared by the tuning benchmarks: in-process tuning of a few tasks, provenance, results."""
+"""Shared by the benchmarks (``bench``) and the experiments (``experiments``): in-process
+tuning of a few tasks, provenance, results."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def in_repo(path: str) -> str:
+    """``path`` as the benchmarks read it: relative to the repository root (where they run,
+    ``python -m bench.<name>``), an absolute path unchanged."""
+    return os.path.join(REPO, path)
 
 
 def show_slow_steps() -> None:
@@ -101,7 +108,6 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         commit, :func:`metatune.provenance.code_version`); and what the cost model
         was trained on: ``checkpoint`` (MetaTune presets) or ``xfer_data`` (xgb-Xfer).
     """
-    sys.path.insert(0, REPO)
     from metatune.provenance import code_version, machine_info
     from tuner.engine.networks import load_network
     from tuner.engine.platforms import platform_id
@@ -162,7 +168,6 @@ def measure(mods: list, info, runner: dict) -> list[float | None]:
         info: The :class:`tuner.engine.targets.TargetInfo`.
         runner: ``tuner.app.config.RunnerConfig`` fields (timing settings, cache flush).
     """
-    sys.path.insert(0, REPO)
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
@@ -193,15 +198,14 @@ def measure(mods: list, info, runner: dict) -> list[float | None]:
         pool.pool.shutdown()
 
 
-def provenance(script: str) -> dict:
+def provenance(module: str) -> dict:
     """``command``, ``date``, ``machine`` (one line: CPU, vector flags, cores, the local
     target, TVM and PyTorch threads, TVM version), ``target`` and ``runtime`` (the thread
     counts, read from this process's runtime) of this benchmark run, for its JSON and page.
 
     Args:
-        script: The script's file name under ``bench/``.
+        module: The module run, e.g. ``bench.model_accuracy`` (``python -m`` runs it).
     """
-    sys.path.insert(0, REPO)
     from metatune.provenance import machine_info
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
@@ -210,7 +214,7 @@ def provenance(script: str) -> dict:
     target = resolve_target("llvm")
     rt = runtime_info(target.num_cores)
     flags = ",".join(m["cpu_flags"]) or "no vector flags read"
-    return {"command": f"python bench/{script} " + shlex.join(sys.argv[1:]), "date": m["date"],
+    return {"command": f"python -m {module} " + shlex.join(sys.argv[1:]), "date": m["date"],
             "machine": f"{m['cpu']} ({flags}), {m['cores']} cores; target "
                        f"`{target.description}`; TVM {rt['tvm_threads']} / PyTorch "
                        f"{rt['torch_threads']} threads; TVM {m['tvm']}",
@@ -280,8 +284,6 @@ def measured_span(runs: list[dict]) -> list[str] | None:
 
 def write_json_atomic(path: str, obj: Any) -> None:
     """:func:`metatune.files.write_json_atomic` (a benchmark's run record: whole or absent)."""
-    if REPO not in sys.path:
-        sys.path.insert(0, REPO)
     from metatune.files import write_json_atomic as write
 
     write(path, obj)

@@ -30,18 +30,18 @@ and the page pools every platform's groups. Rerun the same command to resume;
 planned runs it holds; ``--platform`` names another machine's). Runs go seed by seed, so
 that a partial run covers every task.
 
-The pieces live in ``bench/frameworks/``: the run plan (``plan``), the statistics
+The pieces live in :mod:`bench.frameworks`: the run plan (``plan``), the statistics
 (``stats``), the markdown page (``page``) and the figures (``plots``).
 
 Usage:
-    python bench/compare_frameworks.py --quick          # about 15 minutes
-    python bench/compare_frameworks.py                  # a few hours; resumable
-    python bench/compare_frameworks.py --networks alexnet resnet-18 squeezenet vgg-16 \
+    python -m bench.compare_frameworks --quick          # about 15 minutes
+    python -m bench.compare_frameworks                  # a few hours; resumable
+    python -m bench.compare_frameworks --networks alexnet resnet-18 squeezenet vgg-16 \
         --network-rounds 3                              # and the networks end to end
-    python bench/retime_networks.py --network alexnet   # one group side by side, by hand
+    python -m bench.retime_networks --network alexnet   # one group side by side, by hand
 
 A network group's runs follow one another for an hour or more, each timing its own build
-at its end; once a group is complete, ``retime_networks.py`` times its builds again
+at its end; once a group is complete, ``bench.retime_networks`` times its builds again
 together, in one process (run by this script; by hand for a group tuned before), and the
 page shows those latencies too.
 """
@@ -51,17 +51,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import sys
 
-from common import (REPO, machine_lines, provenance, show_slow_steps, write_json_atomic,
-                    write_results)
-from frameworks.page import markdown
-from frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
-                             network_sources, retime_groups, run_tasks, side_by_side,
-                             source_lines, tune_networks)
-from frameworks.plots import plot, plot_accuracy, plot_networks
-from frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
-                              network_rows, overall, summarize)
+from bench.common import (REPO, in_repo, machine_lines, provenance, show_slow_steps,
+                          write_json_atomic, write_results)
+from bench.frameworks.page import markdown
+from bench.frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
+                                   network_sources, retime_groups, run_tasks, side_by_side,
+                                   source_lines, tune_networks)
+from bench.frameworks.plots import plot, plot_accuracy, plot_networks
+from bench.frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
+                                    network_rows, overall, summarize)
 
 
 def _parse() -> argparse.Namespace:
@@ -115,13 +114,14 @@ def _parse() -> argparse.Namespace:
 def _place(args: argparse.Namespace) -> None:
     """Fill in the platform, the paths that default to it and the other platforms' runs
     dirs whose finished groups count (``pool_dirs``); refuse to write runs measured here
-    into another platform's records.
+    into another platform's records. Every path is made absolute, relative ones taken from
+    the repository root (:func:`bench.common.in_repo`).
 
     Raises:
         SystemExit: ``--platform`` names another platform than this machine's and runs
             would be made (not with ``--report-only``).
     """
-    from frameworks.plan import this_platform
+    from bench.frameworks.plan import this_platform
 
     here = this_platform()
     args.platform = args.platform or here
@@ -130,23 +130,28 @@ def _place(args: argparse.Namespace) -> None:
                          "measured here go to its own records; leave --platform out (the "
                          "groups other platforms finished are read anyway), or add "
                          "--report-only to only write the page")
-    pool = os.path.join("docs", "bench", "runs", "frameworks")
+    pool = os.path.join(REPO, "docs", "bench", "runs", "frameworks")
     # groups (task, seed) finished on other platforms count; not with an explicit --runs-dir
     args.pool_dirs = [] if args.runs_dir else sorted(
         os.path.join(pool, d) for d in (os.listdir(pool) if os.path.isdir(pool) else [])
         if d != args.platform and os.path.isdir(os.path.join(pool, d)))
-    args.runs_dir = args.runs_dir or os.path.join(pool, args.platform)
-    args.work_root = args.work_root or os.path.join("work", "bench", "frameworks",
-                                                    args.platform)
-    args.out = args.out or os.path.join(
-        "docs", "bench", "frameworks-v2" + ("-quick" if args.quick else ""))
+    args.runs_dir = in_repo(args.runs_dir or os.path.join(pool, args.platform))
+    args.work_root = in_repo(args.work_root or os.path.join("work", "bench", "frameworks",
+                                                            args.platform))
+    args.out = in_repo(args.out or os.path.join(
+        "docs", "bench", "frameworks-v2" + ("-quick" if args.quick else "")))
+
+
+def _relative(path: str) -> str:
+    """A path written into the page's JSON: relative to the repository root."""
+    return os.path.relpath(path, REPO)
 
 
 def main() -> None:
     args = _parse()
     show_slow_steps()
     if args.worker:
-        from common import tune_one_task
+        from bench.common import tune_one_task
 
         task, preset, seed, out = args.worker
         network, name = task.split("/", 1)
@@ -155,12 +160,10 @@ def main() -> None:
         run["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         write_json_atomic(out, run)
         return
-    sys.path.insert(0, REPO)
-    os.chdir(REPO)
     _place(args)
-    measured, planned = run_tasks(args, os.path.abspath(__file__))
+    measured, planned = run_tasks(args, "bench.compare_frameworks")
     runs, partial = complete_groups(measured, args.presets)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     summary = summarize(runs, args.presets, args.trials, args.batch)
     early = early_accuracy(summary, args.presets)
     finished = tune_networks(args) if args.networks else []
@@ -168,7 +171,7 @@ def main() -> None:
         retime_groups(args)
     reports, partial_networks = complete_groups(finished, args.presets, network_group)
     networks = network_rows(reports)
-    prov = provenance("compare_frameworks.py")
+    prov = provenance("bench.compare_frameworks")
     timed_together = side_by_side(args) if args.networks else []
     # The page's command is the one that measures (and resumes); --report-only only rewrites it.
     prov["command"] = prov["command"].replace(" --report-only", "")
@@ -185,10 +188,11 @@ def main() -> None:
            "partial_groups": partial + partial_networks,
            "overall": overall(summary, args.presets), "early_accuracy": early,
            "headlines": headlines(summary, networks, timed_together),
-           "summary": summary, "png": plot(summary, args.out),
-           "png_accuracy": plot_accuracy(early, args.out) if early else None,
+           "summary": summary,
+           "png": {task: _relative(p) for task, p in plot(summary, args.out).items()},
+           "png_accuracy": _relative(plot_accuracy(early, args.out)) if early else None,
            "networks": networks,
-           "png_networks": plot_networks(networks, args.out) if networks else None,
+           "png_networks": _relative(plot_networks(networks, args.out)) if networks else None,
            "side_by_side": timed_together,
            "network_runs_done": len(finished), "network_seeds": args.network_seeds,
            "network_budget": network_budget(args).words if args.networks else None,

@@ -10,8 +10,8 @@ candidate was measured twice, and (where it applies) rerunning resumed within th
 
 Needs root for the tmpfs rows (``mount``); they are skipped otherwise.
 
-    python bench/faults.py                 # every row (about 20 minutes on 2 cores)
-    python bench/faults.py --only lock ctrl-c
+    python -m bench.faults                 # every row (about 20 minutes on 2 cores)
+    python -m bench.faults --only lock ctrl-c
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from tuner.engine.database import RECORD_FILE, WORKLOAD_FILE  # noqa: E402
+from bench.common import REPO as ROOT
+from tuner.engine.database import RECORD_FILE, WORKLOAD_FILE
 
 BASE = ["--model", "tests.models:tiny_convnet", "--input-shape", "8,16,16", "--preset", "xgb",
         "--trials-per-round", "8", "evaluate.enabled=false", "progress=false",
@@ -384,14 +382,24 @@ ROWS = {
 }
 
 
+TABLE_HEAD = ("| fault | what the user saw | records before | records after | verdict |",
+              "|---|---|---|---|---|")
+
+
+def table_line(title: str, saw: str, before, after, passed: bool, seconds: float) -> str:
+    """One row of the printed table (``saw`` on one line, its ``|`` escaped)."""
+    saw = saw.replace("|", "\\|").replace("\n", " ")
+    return (f"| {title} | {saw} | {before} | {after} | "
+            f"{'pass' if passed else 'FAIL'} ({seconds:.0f} s) |")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", nargs="*", choices=list(ROWS), help="rows to run (default: all)")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="metatune-faults-")
-    print("| fault | what the user saw | records before | records after | verdict |")
-    print("|---|---|---|---|---|")
+    print("\n".join(TABLE_HEAD))
     failed = 0
     try:
         for key in args.only or list(ROWS):
@@ -402,9 +410,7 @@ def main() -> int:
             except Exception as err:  # noqa: BLE001 - a row that crashes is a failed row
                 saw, before, after, passed = f"row crashed: {err!r}"[:200], "?", "?", False
             failed += not passed
-            saw = saw.replace("|", "\\|").replace("\n", " ")
-            print(f"| {title} | {saw} | {before} | {after} | "
-                  f"{'pass' if passed else 'FAIL'} ({time.time() - start_t:.0f} s) |",
+            print(table_line(title, saw, before, after, passed, time.time() - start_t),
                   flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -13,10 +13,10 @@ layout recorded. Each finished (network, seed, budget) is recorded in
 whose record exists is not run again) and ``--report-only`` rewrites the page from the
 records.
 
-    python bench/pytorch_parity.py                                   # hours
-    python bench/pytorch_parity.py --networks resnet-18 --seeds 0    # one network
-    python bench/pytorch_parity.py --layout NCHW                     # the other layout
-    python bench/pytorch_parity.py --report-only
+    python -m bench.pytorch_parity                                   # hours
+    python -m bench.pytorch_parity --networks resnet-18 --seeds 0    # one network
+    python -m bench.pytorch_parity --layout NCHW                     # the other layout
+    python -m bench.pytorch_parity --report-only
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import (REPO, cpu_tag, machine_lines, median, provenance,  # noqa: E402
+from bench.common import (REPO, cpu_tag, in_repo, machine_lines, median, provenance,
                           run_command, write_results)
 
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")
@@ -236,9 +234,9 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int],
     records = [{**r, "layout": lay}  # the folder's (records before 2026-12-01 lack it)
                for lay in layouts for n in networks for s in seeds for b in budgets
                if (r := load_record(n, s, b, layout_runs(lay))) is not None]
-    prov = provenance("pytorch_parity.py")
+    prov = provenance("bench.pytorch_parity")
     lines = ["# Tuned networks against PyTorch on the same CPU", "",
-             "Command: `python bench/pytorch_parity.py` (`--layout NCHW` for the NCHW rows; "
+             "Command: `python -m bench.pytorch_parity` (`--layout NCHW` for the NCHW rows; "
              f"this page was last written by `{run_command(prov)}`). Each network's work dir "
              "is tuned by `tune.py` "
              "(default preset, meta-BO-T) to each budget in turn, and after each budget the "
@@ -380,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=OUT, help="page and JSON path, without extension")
     p.add_argument("overrides", nargs="*", help="tune.py config overrides")
     args = p.parse_args(argv)
-    RUNS, OUT = os.path.abspath(args.runs_dir), os.path.abspath(args.out)
+    RUNS, OUT = in_repo(args.runs_dir), in_repo(args.out)
     budgets = sorted(args.budgets)
     runs = layout_runs(args.layout)
     # the page shows every record, not only this command's selection

@@ -1,6 +1,6 @@
 """Time a network group's tuned builds side by side, in one process.
 
-``compare_frameworks.py --networks`` tunes a network with each preset in turn; each run
+``python -m bench.compare_frameworks --networks`` tunes a network with each preset in turn; each run
 times its own build against PyTorch eager at its end, so two presets' latencies are taken
 an hour or more apart, and a shared machine's speed drifts in that time (resnet-18's eager
 latency rose from 18.5 to 23.4 ms within its group on 2026-12-03). This script compiles
@@ -9,11 +9,11 @@ measured, backed by its predicted ones, as ``tune.py`` compiles it), checks each
 the PyTorch reference, and times them all, with PyTorch eager, in alternating rounds of the
 same process: the latencies are then comparable directly.
 
-    python bench/retime_networks.py --network vgg-16       # seed 0, 3 rounds per task
-    python bench/retime_networks.py --network resnet-18 --work-root /elsewhere/frameworks
+    python -m bench.retime_networks --network vgg-16       # seed 0, 3 rounds per task
+    python -m bench.retime_networks --network resnet-18 --work-root /elsewhere/frameworks
 
 The record goes to ``docs/bench/runs/frameworks/<platform>/retime-<network>-<budget>.json``
-(``compare_frameworks.py`` puts it on its page); nothing is tuned or measured into a
+(``bench.compare_frameworks`` puts it on its page); nothing is tuned or measured into a
 database.
 """
 
@@ -22,13 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from common import REPO, provenance  # noqa: E402
-from frameworks.plan import (PRESETS, finished_report, network_run_name,  # noqa: E402
-                             retime_record_name, this_platform)
+from bench.common import in_repo, provenance, repo_relative
+from bench.frameworks.plan import (PRESETS, finished_report, network_run_name,
+                                   retime_record_name, this_platform)
 
 #: The settings of a network run that must agree across a group to time its builds together.
 LOWERING_KEYS = ("network", "batch", "fold_bn", "pack_weights", "layout", "input_shape",
@@ -69,7 +66,7 @@ def group_configs(work_root: str, network: str, budget: str, seed: int,
         report = finished_report(path)
         if report is None:
             raise SystemExit(f"{path}: the group's {preset} run has not finished (missing, or "
-                             "without a tuned latency); run or rerun compare_frameworks.py "
+                             "without a tuned latency); run or rerun bench.compare_frameworks "
                              "--networks to tune or resume it, or point --work-root at its "
                              "work dirs")
         runs[preset] = {"work_dir": work, "report": report}
@@ -84,13 +81,12 @@ def group_configs(work_root: str, network: str, budget: str, seed: int,
 def main() -> None:
     args = _parse()
     platform = this_platform()
-    work_root = args.work_root or os.path.join(REPO, "work", "bench", "frameworks", platform)
-    runs_dir = args.runs_dir or os.path.join(REPO, "docs", "bench", "runs", "frameworks",
-                                             platform)
+    work_root = in_repo(args.work_root or os.path.join("work", "bench", "frameworks", platform))
+    runs_dir = in_repo(args.runs_dir or os.path.join("docs", "bench", "runs", "frameworks",
+                                                     platform))
     runs = group_configs(work_root, args.network, args.budget, args.seed, args.presets)
     measured_on = {r["report"]["target"] for r in runs.values()}
 
-    sys.path.insert(0, REPO)
     from metatune.provenance import machine_info
     from tuner.app.run import setup_logging
     from tuner.engine.database import open_database
@@ -134,7 +130,7 @@ def main() -> None:
     latency = interleaved(timers, windows, min_window_ms, rounds)
     runtime = runtime_info(target.num_cores)  # the threads timed, before anything resets them
 
-    prov = provenance("retime_networks.py")
+    prov = provenance("bench.retime_networks")
     base = latency[args.presets[0]].median_ms
     record = {
         **prov, "network": args.network, "budget": args.budget, "seed": args.seed,
@@ -146,7 +142,8 @@ def main() -> None:
         "latency_windows_ms": {name: lat.runs_ms for name, lat in latency.items()},
         f"over_{args.presets[0]}": {p: latency[p].median_ms / base for p in args.presets},
         "check_error": checks,
-        "runs": {p: {"work_dir": r["work_dir"], "trials": r["report"]["trials_total"],
+        "runs": {p: {"work_dir": repo_relative(r["work_dir"]),
+                     "trials": r["report"]["trials_total"],
                      "tuned_ms_in_run": r["report"]["latency_ms"]["tuned"],
                      "torch_ms_in_run": r["report"]["latency_ms"].get("torch"),
                      "timed_in_run_at": r["report"]["machine"]["date"]}

@@ -7,22 +7,19 @@ build here, upload, time on a server, record) for ``--trials`` trials, once per 
 servers share this machine's cores (each runs ``cores / servers`` TVM threads), so this
 shows the RPC path's overhead and that two servers run concurrently, not a farm's speed.
 
-    python bench/rpc_throughput.py                  # 64 trials, seeds 0 1 2
-    python bench/rpc_throughput.py --trials 32 --seeds 0
+    python -m bench.rpc_throughput                  # 64 trials, seeds 0 1 2
+    python -m bench.rpc_throughput --trials 32 --seeds 0
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import provenance, tune_tasks, write_results  # noqa: E402
+from bench.common import in_repo, provenance, tune_tasks, write_results
 
 TASK = ("resnet-18", "fused_conv2d1_add1_relu11")
+OUT = "docs/bench/rpc_throughput"  #: the page's default prefix, relative to the repository
 
 
 def _parse() -> argparse.Namespace:
@@ -31,7 +28,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--batch", type=int, default=16, help="trials per round")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--out", default="docs/bench/rpc_throughput")
+    p.add_argument("--out", default=OUT)
     return p.parse_args()
 
 
@@ -44,10 +41,39 @@ def run_one(task, runner: list[str], *, trials: int, batch: int, seed: int) -> d
             "trials_per_min": round(60 * outcome.trials_run / outcome.tuning_seconds, 1)}
 
 
+def markdown(doc: dict) -> str:
+    """The page: trials per minute per runner (median over seeds) and the ratio to the local
+    runner (per seed, then the median).
+
+    Args:
+        doc: The run's JSON document: provenance, ``target``, ``runtime``, ``task``,
+            ``trials``, ``batch``, ``seeds`` and one row per (runner, seed).
+    """
+    rows = doc["rows"]
+    by_runner: dict[str, list[float]] = {}
+    for r in rows:
+        by_runner.setdefault(r["runner"], []).append(r["trials_per_min"])
+    local = {r["seed"]: r["trials_per_min"] for r in rows if r["runner"] == "local"}
+    seeds = doc.get("seeds") or sorted({r["seed"] for r in rows})
+    lines = ["# Measurement throughput through the RPC tracker", "",
+             f"Command: `{doc['command']}`; {doc['machine']}; {doc['date']}; target "
+             f"`{doc['target']}`; threads {doc['runtime']}. Task "
+             f"`{doc['task']}`, random schedules, {doc['trials']} trials in rounds of "
+             f"{doc['batch']}, seeds {seeds}. Servers on 127.0.0.1 share this machine's "
+             "cores.", "",
+             "| runner | trials/min (median over seeds) | ratio to local (per seed, median) |",
+             "|---|---|---|"]
+    for name, values in by_runner.items():
+        ratios = [r["trials_per_min"] / local[r["seed"]] for r in rows if r["runner"] == name]
+        lines.append(f"| {name} | {statistics.median(values):.1f} | "
+                     f"{statistics.median(ratios):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     args = _parse()
     from tuner.engine.networks import load_network
-    from tuner.engine.rpc_farm import local_farm
+    from bench.rpc_farm import local_farm
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import extract_tasks
@@ -69,27 +95,11 @@ def main() -> None:
                                  f"runner.rpc.key={rpc.key}", f"runner.rpc.servers={servers}"],
                                  **kw)})
             print(rows[-1], flush=True)
-    prov = provenance("rpc_throughput.py")
-    by_runner: dict[str, list[float]] = {}
-    for r in rows:
-        by_runner.setdefault(r["runner"], []).append(r["trials_per_min"])
-    local = {r["seed"]: r["trials_per_min"] for r in rows if r["runner"] == "local"}
-    lines = ["# Measurement throughput through the RPC tracker", "",
-             f"Command: `{prov['command']}`; {prov['machine']}; {prov['date']}; target "
-             f"`{info.description}`; threads {runtime_info(info.num_cores)}. Task "
-             f"`{TASK[0]}/{TASK[1]}`, random schedules, {args.trials} trials in rounds of "
-             f"{args.batch}, seeds {args.seeds}. Servers on 127.0.0.1 share this machine's "
-             "cores.", "",
-             "| runner | trials/min (median over seeds) | ratio to local (per seed, median) |",
-             "|---|---|---|"]
-    for name, values in by_runner.items():
-        ratios = [r["trials_per_min"] / local[r["seed"]] for r in rows if r["runner"] == name]
-        lines.append(f"| {name} | {statistics.median(values):.1f} | "
-                     f"{statistics.median(ratios):.2f} |")
-    doc = {**prov, "target": info.description, "runtime": runtime_info(info.num_cores),
-           "task": "/".join(TASK), "trials": args.trials, "batch": args.batch, "rows": rows}
-    write_results(args.out + ".json", args.out + ".md", doc, "\n".join(lines) + "\n")
-
+    doc = {**provenance("bench.rpc_throughput"), "target": info.description,
+           "runtime": runtime_info(info.num_cores), "task": "/".join(TASK),
+           "trials": args.trials, "batch": args.batch, "seeds": args.seeds, "rows": rows}
+    out = in_repo(args.out)
+    write_results(out + ".json", out + ".md", doc, markdown(doc))
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,5 @@
-"""The accuracy evaluation harness: splits, targets, aggregation, xgb-Xfer's transfer."""
+"""The accuracy evaluation harness (``bench/accuracy``): splits, targets, aggregation,
+xgb-Xfer's transfer."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 
 from metatune.config import DEFAULT_DATA_DIR
 from metatune.errors import ConfigError
-from tuner.app.accuracy import (EvalWorkload, evaluate, relative_targets, split_indices, summarize,
-                                workload_order)
+from bench.accuracy.scoring import evaluate, summarize
+from bench.accuracy.workloads import EvalWorkload, relative_targets, split_indices
+from metatune.dataset import workload_order
 from tuner.models.xgb_transfer import _discount
 
 
@@ -53,40 +55,6 @@ def test_evaluate_and_summarize():
     assert s["oracle"]["0"]["top5_recall"]["median"] == 1.0
 
 
-class _FixedPrior:
-    """A stand-in for an adapted checkpoint: fixed scores, the candidates' embeddings."""
-
-    class inner:  # noqa: N801 - mirrors MetaTuneMethod.inner
-        head_only = True
-
-    def __init__(self, prior, embed):
-        self.prior, self.embed = prior, embed
-
-    def adapted_scores(self, w, support, query):
-        return self.prior[support], self.prior[query]
-
-    def workload_inputs(self, w):
-        import torch
-
-        return torch.as_tensor(self.embed)
-
-
-def test_ridge_keeps_the_prior_with_few_samples_and_learns_a_linear_residual():
-    from tuner.app.accuracy import RidgeMethod
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(64, 3))
-    prior = 0.01 * rng.normal(size=64)  # uninformative, nearly flat scores
-    seconds = 1.0 / (2.0 + 0.3 * x[:, 0])  # throughput linear in the first feature
-    w = EvalWorkload("w", None, [], seconds)
-    base = _FixedPrior(prior, x)
-    query, few, many = np.arange(32), np.arange(32, 34), np.arange(32, 64)
-    assert np.array_equal(RidgeMethod(base, "embed").scores(w, few, query, 0), prior[query])
-    target = relative_targets(seconds, many)[query]
-    pred = RidgeMethod(base, "embed", lam=1.0).scores(w, many, query, 0)
-    assert np.corrcoef(pred, target)[0, 1] > 0.9
-
-
 class _FixedScores:
     """Stands in for XGBMethod: fixed scores per candidate."""
 
@@ -97,24 +65,8 @@ class _FixedScores:
         return self.scores_[query]
 
 
-def test_blend_is_the_model_at_k0_and_hands_over_to_the_task_samples():
-    from tuner.app.accuracy import BlendMethod
-
-    rng = np.random.default_rng(0)
-    prior, local = rng.uniform(size=64), rng.uniform(size=64)
-    w = EvalWorkload("w", None, [], 1.0 / (1.0 + rng.uniform(size=64)))
-    blend = BlendMethod(_FixedPrior(prior, None), _FixedScores(local), k0=16)
-    query = np.arange(32)
-    assert np.array_equal(blend.scores(w, np.arange(0), query, 0), prior[query])
-    half = blend.scores(w, np.arange(32, 48), query, 0)  # k = k0: equal weights
-    assert np.allclose(half, 0.5 * (prior[query] + local[query]))
-    assert blend.weight(48) == pytest.approx(0.75)
-    with pytest.raises(ValueError, match="positive"):
-        BlendMethod(_FixedPrior(prior, None), _FixedScores(local), k0=0)
-
-
 def test_an_ensemble_is_the_mean_of_its_members_and_needs_two():
-    from tuner.app.accuracy import EnsembleMethod
+    from bench.accuracy.methods import EnsembleMethod
 
     rng = np.random.default_rng(0)
     a, b = rng.uniform(size=64), rng.uniform(size=64)
@@ -135,7 +87,7 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from tuner.app.accuracy import load_eval_workloads
+    from bench.accuracy.workloads import load_eval_workloads
     from tuner.engine.targets import resolve_target
     from tuner.models.xgb_transfer import (XferError, XferXGBModel, base_booster,
                                            train_base_booster)
@@ -170,7 +122,7 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
 
 def test_a_workload_in_two_splits_is_scored_once_per_split_under_its_own_name(tiny_data,
                                                                               tmp_path):
-    from tuner.app.accuracy import load_split_workloads, workload_order
+    from bench.accuracy.workloads import load_split_workloads
 
     split = tiny_data / "ds" / "train"
     (tmp_path / "mine").symlink_to(split)  # the same workloads, as if measured twice
@@ -184,7 +136,8 @@ def test_a_workload_in_two_splits_is_scored_once_per_split_under_its_own_name(ti
 
 def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
     """``NAME+gp``: the model alone at k = 0, the BO search's GP after measurements."""
-    from tuner.app.accuracy import GPMethod, MetaTuneMethod, load_eval_workloads
+    from bench.accuracy.methods import GPMethod, MetaTuneMethod
+    from bench.accuracy.workloads import load_eval_workloads
     from tuner.models.cost_model import load_model
 
     split = str(tiny_data / "ds" / "train")

@@ -1,5 +1,5 @@
-"""The PyTorch-parity and layout A/B pages: conv matching by shapes or FLOPs, kernel
-sums, goal lines and the layout verdict."""
+"""The PyTorch-parity page (``bench.pytorch_parity``): conv matching by shapes or FLOPs,
+kernel sums, goal lines."""
 
 from __future__ import annotations
 
@@ -81,34 +81,6 @@ def test_model_specs_get_model_flags_and_short_record_names(tmp_path):
     assert parity.network_args(spec) == ["--model", spec]
     assert parity.network_args("alexnet") == ["--network", "alexnet"]
     assert parity.record_path(spec, 1, 512, str(tmp_path)) == str(tmp_path / "resnet34-s1-512.json")
-
-
-def test_layout_ab_page_gives_the_verdict_by_the_fixed_rule(tmp_path, monkeypatch):
-    from bench import layout_ab
-
-    monkeypatch.setattr(layout_ab, "RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr(layout_ab, "OUT", str(tmp_path / "page"))
-    nets = ["m:net_a", "m:net_b"]
-    # net_a: NHWC 0.5x NCHW; net_b: NHWC 1.5x. Geomean 0.866: NHWC, at 512 trials.
-    for lay, tuned in (("NCHW", {"m:net_a": 20.0, "m:net_b": 10.0}),
-                       ("NHWC", {"m:net_a": 10.0, "m:net_b": 15.0})):
-        runs = tmp_path / "runs" / lay
-        runs.mkdir(parents=True)
-        for net, ms in tuned.items():
-            rec = _record(net, 512, ms * 1.2, 12.0, 5)  # tune.py's own timing, 20 % off
-            (runs / f"{parity.slug(net)}-s0-512.json").write_text(json.dumps(rec))
-    (tmp_path / "runs" / "paired").mkdir()
-    for net in nets:
-        ms = {lay: tuned[net] for lay, tuned in (
-            ("NCHW", {"m:net_a": 20.0, "m:net_b": 10.0}),
-            ("NHWC", {"m:net_a": 10.0, "m:net_b": 15.0}))}
-        (tmp_path / "runs" / "paired" / f"{parity.slug(net)}-s0-512.json").write_text(
-            json.dumps({"ms": ms}))
-    layout_ab.write_page(nets, [0, 1], [128, 512])
-    text = (tmp_path / "page.md").read_text()
-    assert "| net_a | 512 | 0 | 20.00 | 10.00 | 0.500 | 24.00 / 12.00 |" in text
-    assert "| 512 | 2 | 0.866 | 1.000 | 1 of 2 |" in text
-    assert "**Verdict at 512 trials (2 of 4 pairs run; not final): NHWC**" in text
 
 
 def test_a_stage_counts_earlier_minutes_only_when_it_continues_their_work_dir(

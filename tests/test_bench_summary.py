@@ -1,16 +1,14 @@
-"""The framework-comparison summaries: curves on a common grid, trials to xgb's best."""
+"""The framework comparison (``bench.compare_frameworks``): curves on a common grid, trials
+to xgb's best, its run plan and its page; and ``bench.common``'s shared writers."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "bench"))
-
-from frameworks import page, plan, stats  # noqa: E402
+from bench.common import REPO
+from bench.frameworks import page, plan, stats
 
 
 def _run(preset, seed, curve, rounds=None):
@@ -61,7 +59,7 @@ def test_overall_counts_runs_that_never_reach_xgb():
 def test_write_results_round_trips_json_with_rows_one_per_line(tmp_path, capsys):
     import json
 
-    from common import write_results
+    from bench.common import write_results
 
     doc = {"command": "c", "summary": {"a": 1.5}, "rows": [["m", 0, 0.25], ["m", 8, 0.5]]}
     write_results(str(tmp_path / "r.json"), str(tmp_path / "r.md"), doc, "# page\n",
@@ -147,92 +145,6 @@ def test_time_curve_accumulates_round_seconds_and_reaches_xgb_best():
         "median_seconds_to_xgb_best"] == 10.0
 
 
-def test_cold_start_summary_compares_with_the_first_configuration():
-    import cold_start as cs
-
-    runs = [{"config": c, "workload": w, "seed": s, "best_ms": b, "search_s": t}
-            for c, w, s, b, t in [("base", "a", 0, 2.0, 1.0), ("base", "b", 0, 1.0, 1.0),
-                                  ("cold", "a", 0, 1.0, 9.0), ("cold", "b", 0, None, 0.0)]]
-    s = cs.summarize(runs, ["base", "cold"])
-    assert s["base"]["geomean_over_base"] == 1.0
-    assert s["cold"]["geomean_over_base"] == 0.5 and s["cold"]["workloads_better"] == 1
-    assert s["cold"]["runs_without_result"] == 1 and s["cold"]["median_best_ms"]["b"] is None
-    page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 16,
-                        "seeds": [0], "runs_done": 4, "configs": {"base": "", "cold": "x"},
-                        "summary": s})
-    assert s["cold"]["geomean_over_base_per_seed"] == {"0": 0.5}  # b: no result, left out
-    assert "| cold | 0.500 | 0.500 | 1 of 2 | 4.5 | - | 1 | 1.000 | - |" in page
-    assert "one round of 16 trials" in page
-    whole = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 64,
-                         "trials_per_round": 16, "seeds": [0], "runs_done": 4,
-                         "configs": {"base": "", "cold": "x"}, "summary": s})
-    assert "64 trials in rounds of 16" in whole and "whole runs" in whole
-
-
-def test_cold_start_compares_runs_after_fewer_trials_from_their_curves():
-    import cold_start as cs
-
-    def run(config, seed, curve):
-        return {"config": config, "workload": "w", "seed": seed, "best_ms": curve[-1][1],
-                "search_s": 1.0, "curve": curve}
-
-    runs = [run("base", 0, [[16, 4.0], [32, 2.0]]), run("meta", 0, [[16, 2.0], [32, 2.0]]),
-            run("base", 1, [[16, 4.0], [32, 4.0]]), run("meta", 1, [[16, None], [32, 1.0]])]
-    assert cs.best_at(runs[0], 16) == 4.0 and cs.best_at(runs[0], 100) == 2.0
-    assert cs.best_at(runs[3], 16) is None and cs.best_at({"best_ms": 1.0}, 16) is None
-    s = cs.summarize(runs, ["base", "meta"], at=(16,))
-    assert s["meta"]["geomean_over_base_per_seed"] == {"0": 1.0, "1": 0.25}
-    assert s["meta"]["at_trials"]["16"]["per_seed"] == {"0": 0.5, "1": None}
-    assert s["meta"]["at_trials"]["16"]["geomean_over_base"] == 0.5  # median of 2.0, -> 2/4
-    page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 32,
-                        "trials_per_round": 16, "seeds": [0, 1], "runs_done": 4,
-                        "report_at": [16], "configs": {"base": "", "meta": "x"},
-                        "summary": s})
-    assert "| after 16 trials (each seed's) |" in page
-    assert "| meta | 0.500 | 1.000, 0.250 | 0.500 (0.500, -) | 1 of 1 |" in page
-    assert "ranking of each batch" not in page  # no batch accuracy recorded
-
-
-def test_cold_start_reports_how_the_models_rank_each_batch_as_they_learn():
-    import cold_start as cs
-
-    runs = [{"config": "meta", "batch_accuracy": [
-        {"trial": 16, "pairwise": 0.6}, {"trial": 32, "pairwise": 0.8},
-        {"trial": 48, "pairwise": None}, {"trial": 64, "pairwise": 0.9}]},
-        {"config": "meta", "batch_accuracy": [{"trial": 16, "pairwise": 0.4}]}]
-    assert cs.batch_pairwise(runs, [32, 64]) == {"1-32": 0.6, "33-64": 0.9}
-    assert cs.batch_pairwise(runs, [16, 128]) == {"1-16": 0.5, "17-128": pytest.approx(0.85)}
-    page = cs.markdown({"command": "c", "date": "d", "machine": "m", "trials": 64,
-                        "seeds": [0], "runs_done": 2, "configs": {"meta": ""},
-                        "summary": {"meta": {
-                            "median_best_ms": {"w": 1.0}, "geomean_over_base": 1.0,
-                            "workloads_better": 0, "median_search_s": 1.0,
-                            "runs_without_result": 0, "batch_pairwise": {
-                                "1-32": 0.6, "33-64": None}}}})
-    assert "| configuration | trials 1-32 |" in page and "| meta | 0.600 |" in page
-
-
-def test_cold_start_pages_say_what_the_workloads_are_and_what_each_model_learned_from():
-    import cold_start as cs
-
-    assert cs.is_network_task("resnet-18/fused_conv2d1_add1_relu11")
-    assert not cs.is_network_task("conv2d_c3_h61_o112_k1_s1_bias")
-    assert "networks' tasks" in cs.workloads_said(["alexnet/t1", "vgg-16/t2"])
-    assert "in NHWC" in cs.workloads_said(["alexnet/t1"], "NHWC")
-    assert "validation" in cs.workloads_said(["conv2d_c3_h61_o112_k1_s1_bias"])
-    runs = [{"config": "xgb", "checkpoint": None, "xfer_data": None},
-            {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
-            {"config": "own", "checkpoint": os.path.join(cs.REPO, "checkpoints", "a.ckpt")},
-            {"config": "xfer", "xfer_data": ["data/a/train",
-                                             os.path.join(cs.REPO, "data/b/train-networks")]},
-            {"config": "two", "checkpoint": "checkpoints/a.ckpt",
-             "ensemble": ["checkpoints/a-seed1.ckpt"]}]
-    assert cs.sources_said(runs) == [
-        "- `own` trained on: `checkpoints/a.ckpt`",
-        "- `xfer` trained on: `data/a/train + data/b/train-networks`",
-        "- `two` trained on: `checkpoints/a.ckpt + checkpoints/a-seed1.ckpt`"]
-
-
 def test_equal_time_compares_every_framework_at_the_fastest_runs_tuning_time():
     rounds = [{"trial": 16, "search_s": 1.0, "measure_s": 4.0},
               {"trial": 32, "search_s": 1.0, "measure_s": 4.0}]
@@ -285,46 +197,6 @@ def test_losses_and_pytorch_bullets_for_networks():
         "- nothing to compare yet"]
 
 
-def test_the_ablation_chooses_by_mean_rank_over_the_four_metrics():
-    from adaptation_ablation import choose
-
-    def per_k(pairwise, top5, mse, mse_d):
-        return {str(k): {"pairwise": {"median": pairwise}, "top5_recall": {"median": top5},
-                         "mse": {"median": mse}, "mse_d": {"median": mse_d}}
-                for k in (0, 8, 16)}
-
-    summary = {"rank-only": per_k(0.70, 0.40, 1.30, 1.40),   # ranks best, off the scale
-               "mse+rank": per_k(0.69, 0.45, 0.10, 0.30),
-               "mse": per_k(0.68, 0.44, 0.11, 0.31)}
-    assert choose(summary) == "mse+rank"
-    assert choose({"a": per_k(0.6, 0.4, 0.1, 0.3), "b": per_k(0.7, 0.4, 0.1, 0.3)}) == "b"
-
-
-def test_every_meta_trained_ablation_variant_spells_out_its_episodes():
-    """A variant means what it measured whatever train.py's defaults become."""
-    from adaptation_ablation import VARIANTS
-
-    episode = {"meta.steps", "meta.ways", "meta.shots", "meta.tasks_per_batch", "meta.beta"}
-    for name, overrides in VARIANTS.items():
-        keys = {o.split("=", 1)[0] for o in overrides}
-        assert name == "pretrain-only" or episode <= keys, name
-
-
-def test_rl_overhead_compares_each_preset_with_xgb_of_the_same_seed():
-    import rl_overhead
-
-    runs = [{"preset": p, "task": "net/t", "batch": 16, "seed": s, "best_ms": b,
-             "tuning_seconds": t}
-            for p, s, b, t in [("xgb", 0, 1.0, 10.0), ("RL", 0, 0.9, 12.0),
-                               ("xgb", 1, 2.0, 10.0), ("RL", 1, 2.2, 8.0),
-                               ("RL", 2, 1.0, 9.0)]]  # seed 2 has no xgb run: left out
-    (row,) = rl_overhead.against_baseline(runs)
-    assert row["preset"] == "RL" and row["pairs"] == 2
-    assert row["time_ratio"] == {"median": 1.0, "min": 0.8, "max": 1.2}
-    assert row["best_ratio"]["min"] == 0.9 and abs(row["best_ratio"]["max"] - 1.1) < 1e-9
-    assert rl_overhead.against_baseline([r for r in runs if r["preset"] == "RL"]) == []
-
-
 def test_headlines_set_the_papers_claims_beside_ours():
     runs = [_run(p, 0, [[16, ms]]) for p, ms in (("xgb", 2.0), ("RL", 2.2), ("meta-BO-T", 1.6),
                                                   ("meta-RL", 2.0))]
@@ -363,7 +235,7 @@ def test_headlines_set_the_papers_claims_beside_ours():
 def test_each_platform_has_its_own_runs_dir(monkeypatch):
     import argparse
 
-    import compare_frameworks
+    from bench import compare_frameworks
 
     monkeypatch.setattr(plan, "this_platform", lambda: "llvm-znver4")
 
@@ -375,9 +247,9 @@ def test_each_platform_has_its_own_runs_dir(monkeypatch):
     a = args()
     compare_frameworks._place(a)
     assert a.platform == "llvm-znver4"
-    assert a.runs_dir == os.path.join("docs", "bench", "runs", "frameworks", "llvm-znver4")
-    assert a.work_root == os.path.join("work", "bench", "frameworks", "llvm-znver4")
-    assert a.out == os.path.join("docs", "bench", "frameworks-v2")
+    assert a.runs_dir == os.path.join(REPO, "docs", "bench", "runs", "frameworks", "llvm-znver4")
+    assert a.work_root == os.path.join(REPO, "work", "bench", "frameworks", "llvm-znver4")
+    assert a.out == os.path.join(REPO, "docs", "bench", "frameworks-v2")
     a = args(platform="llvm-icelake-server", report_only=True, quick=True)
     compare_frameworks._place(a)  # another machine's page may be written, not measured
     assert a.out.endswith("frameworks-v2-quick")
@@ -387,7 +259,7 @@ def test_each_platform_has_its_own_runs_dir(monkeypatch):
 
 
 def test_machine_lines_name_each_machine_and_warn_when_several():
-    from common import machine_lines
+    from bench.common import machine_lines
 
     run = {"machine": {"cpu": "AMD EPYC", "cpu_flags": ["avx2", "fma"]},
            "runtime": {"tvm_threads": 2, "torch_threads": 2}, "target": "llvm -mcpu=znver4"}
@@ -543,7 +415,8 @@ def test_retime_groups_times_each_complete_group_once(tmp_path, monkeypatch):
     (tmp_path / "work" / "net-vgg-16-xgb-r3" / "report.json").write_text(done)
     plan.retime_groups(args)
     (cmd,) = calls
-    assert cmd[1].endswith("retime_networks.py") and cmd[cmd.index("--network") + 1] == "alexnet"
+    assert cmd[1:3] == ["-m", "bench.retime_networks"]
+    assert cmd[cmd.index("--network") + 1] == "alexnet"
     assert cmd[cmd.index("--budget") + 1] == "r3"
     (tmp_path / "runs").mkdir()
     record = tmp_path / "runs" / "retime-alexnet-r3.json"
@@ -556,7 +429,7 @@ def test_retime_groups_times_each_complete_group_once(tmp_path, monkeypatch):
 
 
 def test_run_records_name_paths_relative_to_the_repository_one_or_several():
-    from common import REPO, repo_relative
+    from bench.common import repo_relative
 
     assert repo_relative(os.path.join(REPO, "data", "a", "train")) == "data/a/train"
     assert repo_relative([os.path.join(REPO, "checkpoints", "a.ckpt"),
@@ -582,7 +455,6 @@ def test_no_tasks_runs_only_the_networks_and_the_page_says_so(tmp_path):
 
 
 def test_network_runs_say_what_their_cost_models_were_trained_on():
-    from common import REPO
 
     def report(preset, cost_model, **cfg):
         return {"preset": preset, "cost_model": cost_model, "config": cfg}

@@ -87,37 +87,12 @@ def test_the_compile_finds_each_predicted_schedule(starved):
         assert database.query_schedule(mod, target, name) is not None, name
 
 
-def test_the_profile_splits_the_network_into_its_tasks_and_the_rest(starved, tmp_path):
-    """bench/profile_network.py: every task's calls are found in the network, and each
-    schedule is timed alone, warm and cold (no timing is asserted)."""
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench"))
-    import profile_network
-
-    work, report = starved
-    doc = profile_network.run(["--work-dir", str(work), "--repeat", "2",
-                               "--out", str(tmp_path / "profile")])
-    weights = {t["name"]: t["weight"] for t in report["tasks"]}
-    # a reshape's function becomes the VM's built-in reshape: no kernel of its own
-    kernels = [r for r in doc["tasks"] if "reshape" not in r["task"]]
-    assert {r["task"]: r["calls"] for r in kernels} == {r["task"]: weights[r["task"]]
-                                                         for r in kernels}
-    assert len(kernels) >= 3 and all(r["network_us"] > 0 for r in kernels)
-    assert all(r["alone_warm_us"] and r["alone_cold_us"] for r in doc["tasks"])
-    assert doc["runtime"]["tvm_threads"] == doc["runtime"]["num_cores"]
-    page = (tmp_path / "profile.md").read_text()
-    assert all(f"| {name} |" in page for name in weights)
-
-
 def test_retime_times_a_groups_builds_side_by_side(starved, tmp_path, monkeypatch):
     import json
     import shutil
     import sys
 
-    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "bench"))
-    import retime_networks
+    from bench import retime_networks
 
     work, _ = starved
     root = tmp_path / "work"

@@ -1,17 +1,13 @@
-"""Every fault of issue 16 injected into real tune.py runs (``bench/faults.py``)."""
+"""Every fault of issue 16 injected into real tune.py runs (``bench.faults``)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "bench"))
-
-import faults  # noqa: E402
+from bench import faults
 
 NEEDS_ROOT = {"disk-full", "read-only"}  # a tmpfs, chattr +i
 # Item 5 (the exact budget) is the scheduler change's (issue 12 work).

@@ -15,7 +15,7 @@ from tuner.app.config import load_tune_config
 from tuner.app.run import run_tune
 from tuner.engine.database import RECORD_FILE
 from tuner.engine.rpc import RPCSettings, check_tracker
-from tuner.engine.rpc_farm import free_port, local_farm
+from bench.rpc_farm import free_port, local_farm
 
 KEY = "metatune-test"
 

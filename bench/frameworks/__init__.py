@@ -1,6 +1,5 @@
-"""The framework comparison behind ``bench/compare_frameworks.py``: its run plan
-(:mod:`frameworks.plan`), statistics (:mod:`frameworks.stats`), markdown page
-(:mod:`frameworks.page`) and figures (:mod:`frameworks.plots`), over ``bench/common.py``.
-
-Imported with ``bench/`` on ``sys.path``, as the scripts there are run.
+"""The framework comparison behind ``python -m bench.compare_frameworks``: its run plan
+(:mod:`bench.frameworks.plan`), statistics (:mod:`bench.frameworks.stats`), markdown page
+(:mod:`bench.frameworks.page`) and figures (:mod:`bench.frameworks.plots`), over
+:mod:`bench.common`.
 """

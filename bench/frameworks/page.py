@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from common import median
-from frameworks.stats import BASELINES, EARLY_ROUNDS, paired_ratio
+from bench.common import median
+from bench.frameworks.stats import BASELINES, EARLY_ROUNDS, paired_ratio
 
 def _fmt(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
@@ -119,7 +119,7 @@ def versus_pytorch(rows: list[dict]) -> list[str]:
 
 
 def side_by_side_lines(records: list[dict]) -> list[str]:
-    """The section of the networks' builds timed side by side (``retime_networks.py``): per
+    """The section of the networks' builds timed side by side (``bench.retime_networks``): per
     network and seed, each preset's latency in one process, over xgb's, beside the latency
     its own run measured at its end.
 
@@ -129,7 +129,7 @@ def side_by_side_lines(records: list[dict]) -> list[str]:
     lines = ["## End to end, every build timed side by side", "",
              "Each group's builds compiled again from their runs' databases and timed in one "
              "process, in alternating rounds with PyTorch eager (`python "
-             "bench/retime_networks.py --network NET`), so the machine's drift between the "
+             "-m bench.retime_networks --network NET`), so the machine's drift between the "
              "runs does not enter the ratios. vs xgb: the build's latency over xgb's build "
              "of the same group, both timed here.", "",
              "| network | seed | framework | ms side by side | vs xgb | ms in its own run |",

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
-from common import REPO
+from bench.common import REPO, repo_relative
 
 PRESETS = ["xgb", "xgb-Xfer", "RL", "meta-BO", "meta-RL", "meta-BO-T", "meta-RL-T"]
 QUICK_TASKS = ["resnet-18/fused_conv2d1_add1_relu11"]
@@ -26,7 +26,6 @@ FULL_TASKS = [
 def this_platform() -> str:
     """This machine's platform as the datasets name it (``llvm-<cpu>``, e.g. ``llvm-znver4``):
     the comparison's run records are kept per platform."""
-    sys.path.insert(0, REPO)
     from tuner.engine.platforms import platform_id
     from tuner.engine.targets import resolve_target
 
@@ -52,8 +51,6 @@ def network_sources(report: dict) -> dict:
     """A network run's ``report.json`` as :func:`source_lines` reads a task run: its preset
     and what its cost model was trained on, from the report's configuration (where
     ``tune.py`` names the checkpoints and xgb-Xfer's data it used), repository-relative."""
-    from common import repo_relative
-
     cfg, cost_model = report.get("config", {}), report.get("cost_model")
     model = cfg.get("metatune", {})
     sources = ({"checkpoint": model.get("checkpoint"), "ensemble": model.get("ensemble")}
@@ -140,7 +137,7 @@ def tune_networks(args: argparse.Namespace) -> list[dict]:
                 print(f"{network} {preset} seed {seed}: tuning {budget.words}", flush=True)
                 compile_ = "true" if i == 0 and k == 0 else "false"
                 cmd = [sys.executable, "tune.py", "--network", network, "--preset", preset,
-                       *budget.flags, "--work-dir", work,
+                       *budget.flags, "--work-dir", os.path.relpath(work, REPO),
                        "--seed", str(seed), "progress=false",
                        f"evaluate.torch_compile={compile_}", *args.overrides]
                 subprocess.run(cmd, check=True, cwd=REPO)
@@ -174,9 +171,9 @@ def group_dir(own: str, others: list[str], names: list[str]) -> str:
     return next((other for other in others if whole(other)), own)
 
 
-def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
+def run_tasks(args: argparse.Namespace, module: str) -> tuple[list[dict], int]:
     """Run every planned task run (each seed, then each task, then each preset) not yet
-    recorded, each in a fresh ``script --worker`` process; resumable: a recorded run is
+    recorded, each in a fresh ``python -m module --worker`` process; resumable: a recorded run is
     read back (with ``--report-only``, a missing one is skipped). A group (task, seed)
     that another platform has finished (``args.pool_dirs``) is read from there, not run
     again, even if this platform began it too; one begun here and finished nowhere else is
@@ -185,7 +182,8 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
     Args:
         args: The command line (``tasks``, ``presets``, ``seeds``, ``trials``, ``batch``,
             ``runs_dir``, ``pool_dirs``, ``report_only``, ``overrides``).
-        script: The path of the script whose ``--worker`` mode runs one task run.
+        module: The module whose ``--worker`` mode runs one task run
+            (``bench.compare_frameworks``).
 
     Returns:
         ``(runs, planned)``: the records of the runs done, and how many runs were planned.
@@ -204,7 +202,7 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
             continue
         if not os.path.exists(path):
             print(f"[{i}/{len(plan)}] {task} {preset} seed {seed}", flush=True)
-            cmd = [sys.executable, script, "--trials", str(args.trials),
+            cmd = [sys.executable, "-m", module, "--trials", str(args.trials),
                    "--batch", str(args.batch), "--worker", task, preset, str(seed), path,
                    *args.overrides]
             subprocess.run(cmd, check=True, cwd=REPO)
@@ -218,7 +216,7 @@ def run_tasks(args: argparse.Namespace, script: str) -> tuple[list[dict], int]:
 
 
 def retime_record_name(network: str, budget: str, seed: int) -> str:
-    """The file name of a network group's side-by-side record (``retime_networks.py``),
+    """The file name of a network group's side-by-side record (``bench.retime_networks``),
     named like its runs (:func:`network_run_name`)."""
     return f"retime-{network}-{budget}" + (f"-s{seed}" if seed else "") + ".json"
 
@@ -232,7 +230,7 @@ def _covers(path: str, presets: list[str]) -> bool:
 
 
 def retime_groups(args: argparse.Namespace) -> None:
-    """Time each network group tuned here side by side (``bench/retime_networks.py``) once
+    """Time each network group tuned here side by side (``bench.retime_networks``) once
     all its presets have finished and their work dirs are here, unless a record of every
     preset exists (in ``--runs-dir`` or another platform's). A group whose work dirs are
     gone is skipped, and one whose timing fails is reported and left for a rerun: its
@@ -248,7 +246,7 @@ def retime_groups(args: argparse.Namespace) -> None:
         if not all(finished_report(os.path.join(w, "report.json")) for w in works):
             continue
         print(f"{network} seed {seed}: timing the {len(works)} builds side by side", flush=True)
-        done = subprocess.run([sys.executable, os.path.join(REPO, "bench", "retime_networks.py"),
+        done = subprocess.run([sys.executable, "-m", "bench.retime_networks",
                                "--network", network, "--budget", budget, "--seed", str(seed),
                                "--presets", *args.presets, "--work-root", args.work_root,
                                "--runs-dir", args.runs_dir], check=False, cwd=REPO)
@@ -259,7 +257,7 @@ def retime_groups(args: argparse.Namespace) -> None:
 
 
 def side_by_side(args: argparse.Namespace) -> list[dict]:
-    """The records of ``bench/retime_networks.py`` for the page's networks and seeds (each
+    """The records of ``bench.retime_networks`` for the page's networks and seeds (each
     network group's builds timed together in one process), from ``--runs-dir`` and the
     other platforms' runs dirs; the first found per network and seed."""
     budget = network_budget(args).label

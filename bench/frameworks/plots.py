@@ -3,7 +3,7 @@ early-round accuracy and the end-to-end latencies against PyTorch eager."""
 
 from __future__ import annotations
 
-from common import median
+from bench.common import median
 
 def _pyplot():
     """``matplotlib.pyplot`` on the file-only Agg backend."""

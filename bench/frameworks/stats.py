@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from common import geomean, median
+from bench.common import geomean, median
 
 BASELINE = "xgb"
 BASELINES = ("xgb", "xgb-Xfer")  # TVM's own tuners; every other preset is MetaTune
@@ -256,7 +256,7 @@ def headlines(summary: dict, networks: list[dict] | None = None,
     group on 2026-12-03); the ratio to eager divides that drift out.
 
     ``networks_side`` is the same from the groups whose builds were timed side by side in
-    one process (``side_by_side``: ``retime_networks.py``'s records), where the drift does
+    one process (``side_by_side``: ``bench.retime_networks``' records), where the drift does
     not enter at all: the measurement to trust where there is one.
 
     Returns:
@@ -297,7 +297,7 @@ def _network_ratios(networks: list[dict] | None, preset: str, against: str,
 def _side_by_side_ratios(records: list[dict] | None, preset: str,
                          against: str) -> list[float]:
     """:func:`_network_ratios` of the builds timed side by side (``records``:
-    ``retime_networks.py``'s, one per network and seed)."""
+    ``bench.retime_networks``', one per network and seed)."""
     rows: dict[tuple[str, str], dict] = {}
     for rec in records or []:
         for name, ms in (rec.get("latency_ms") or {}).items():

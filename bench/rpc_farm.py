@@ -1,5 +1,5 @@
-"""A tracker and servers on this machine (127.0.0.1 only): for tests, benchmarks and a first
-try of ``runner.kind=rpc`` before pointing it at real devices."""
+"""A tracker and servers on this machine (127.0.0.1 only): for ``bench.rpc_throughput``, the
+RPC tests, and a first try of ``runner.kind=rpc`` before pointing it at real devices."""
 
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ variants alternating seed by seed on one machine:
 A variant ``metatune:N`` runs ``metatune`` with an evolutionary population of ``N``.
 
 Usage:
-    python bench/bench_trial_overhead.py --seeds 0 1 2 --trials 32 \
+    python -m bench.trial_overhead --seeds 0 1 2 --trials 32 \
         --out docs/bench/trial_overhead.json --markdown docs/bench/trial_overhead.md
-    python bench/bench_trial_overhead.py --variants metatune:256 metatune:512 \
+    python -m bench.trial_overhead --variants metatune:256 metatune:512 \
         --seeds 0 1 2 3 4 --trials 64 --out docs/bench/search_population.json \
         --markdown docs/bench/search_population.md
 """
@@ -34,16 +34,17 @@ import sys
 import tempfile
 import time
 
+from bench.common import REPO, in_repo
+
 TASK = "fused_conv2d1_add1_relu11"
 VARIANTS = ("metaschedule", "metatune")
 BASELINE = "metaschedule"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = "docs/bench/trial_overhead"  #: the page's default prefix, relative to the repository
 
 
 def worker(variant: str, seed: int, trials: int, out: str) -> None:
     """Run one variant in this (fresh) process and write its measurements to ``out``."""
     t_process = time.perf_counter()
-    sys.path.insert(0, REPO)
     from tuner.engine.networks import load_network
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import extract_tasks
@@ -187,24 +188,25 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=32)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS),
                    help="metaschedule, metatune, or metatune:POPULATION")
-    p.add_argument("--out", default="docs/bench/trial_overhead.json")
-    p.add_argument("--markdown", default="docs/bench/trial_overhead.md")
+    p.add_argument("--out", default=OUT + ".json")
+    p.add_argument("--markdown", default=OUT + ".md")
     p.add_argument("--worker", nargs=3, metavar=("VARIANT", "SEED", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         worker(args.worker[0], int(args.worker[1]), args.trials, args.worker[2])
         return
-    sys.path.insert(0, REPO)
     from metatune.provenance import machine_info
 
-    doc = {"command": "python " + " ".join(sys.argv), "trials": args.trials, "runs": []}
-    if os.path.exists(args.out):  # resume: keep finished runs of the same set-up
-        with open(args.out, encoding="utf-8") as f:
+    out, page = in_repo(args.out), in_repo(args.markdown)
+    doc = {"command": "python -m bench.trial_overhead " + " ".join(sys.argv[1:]),
+           "trials": args.trials, "runs": []}
+    if os.path.exists(out):  # resume: keep finished runs of the same set-up
+        with open(out, encoding="utf-8") as f:
             old = json.load(f)
         if old.get("trials") == args.trials:
             doc["runs"] = old.get("runs", [])
     done = {(r["variant"], r["seed"]) for r in doc["runs"]}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     for seed in args.seeds:
         for variant in args.variants:
             if (variant, seed) in done:
@@ -212,8 +214,9 @@ def main() -> None:
             print(f"[bench] {variant} seed {seed} ...", flush=True)
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
                 path = tmp.name
-            subprocess.run([sys.executable, __file__, "--trials", str(args.trials),
-                            "--worker", variant, str(seed), path], check=True)
+            subprocess.run([sys.executable, "-m", "bench.trial_overhead",
+                            "--trials", str(args.trials), "--worker", variant, str(seed), path],
+                           check=True, cwd=REPO)
             with open(path, encoding="utf-8") as f:
                 run = json.load(f)
             print(f"[bench] {run}", flush=True)
@@ -222,9 +225,9 @@ def main() -> None:
             doc["machine"] = f"{info['cpu']}, {info['cores']} cores, TVM {info['tvm']}"
             doc["date"] = info["date"]
             doc["summary"] = summarize(doc["runs"])
-            with open(args.out, "w", encoding="utf-8") as f:
+            with open(out, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=2)
-            with open(args.markdown, "w", encoding="utf-8") as f:
+            with open(page, "w", encoding="utf-8") as f:
                 f.write(markdown(doc))
 
 

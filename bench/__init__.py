@@ -1,0 +1,12 @@
+"""The maintained benchmarks, run from the repository root as ``python -m bench.<name>``:
+
+- ``pytorch_parity``: tuned networks against PyTorch eager and ``torch.compile``;
+- ``compare_frameworks`` (with :mod:`bench.frameworks` and ``retime_networks``): the tuning
+  frameworks side by side on held-out convolutions and networks;
+- ``model_accuracy`` (with :mod:`bench.accuracy`): cost-model accuracy after k samples;
+- ``trial_overhead``: wall time per tuning trial against MetaSchedule's defaults;
+- ``rpc_throughput`` (with :mod:`bench.rpc_farm`): measurement through an RPC tracker;
+- ``faults``: every fault of issue 16 injected into real ``tune.py`` runs.
+
+:mod:`bench.common` holds what they share. One-off studies live in ``experiments/``.
+"""
