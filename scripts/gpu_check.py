@@ -10,7 +10,7 @@ out of the medians). Without a GPU it says so and exits 2.
 
 Usage:
     python scripts/gpu_check.py --seeds 0 1 --trials 64 --batch 16 \
-        --out docs/bench/gpu_check.json --markdown docs/bench/gpu_check.md
+        --out docs/lab/gpu/gpu_check.json --markdown docs/lab/gpu/gpu_check.md
     python scripts/gpu_check.py --devices cpu --seeds 0 --trials 32   # the CPU half only
 """
 
@@ -93,8 +93,8 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--preset", default="meta-BO-T")
-    p.add_argument("--out", default="docs/bench/gpu_check.json")
-    p.add_argument("--markdown", default="docs/bench/gpu_check.md")
+    p.add_argument("--out", default="docs/lab/gpu/gpu_check.json")
+    p.add_argument("--markdown", default="docs/lab/gpu/gpu_check.md")
     args = p.parse_args()
     import torch
 
