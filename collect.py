@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
             summary = run_collect(cfg)
         else:
-            from tuner.app.collect import summarize, summarize_all
+            from tuner.app.collect_summary import summarize, summarize_all
 
             summary = (summarize(cfg.out, cfg.work_dir) if cfg.out else
                        summarize_all(os.path.join(ROOT, "data")))

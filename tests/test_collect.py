@@ -151,7 +151,7 @@ def test_a_resumed_network_split_may_add_networks_but_not_drop_one(tmp_path, cap
     with gzip.open(split / "database_tuning_record.json.gz", "wt") as f:
         f.write('[0, [[], [], [], null], [0.001], null]\n')
     cfg = load_collect_config([f"out={tmp_path}", "more_networks=[a:x,b:y,c:z]"])
-    with caplog.at_level(logging.INFO, logger="tuner.app.collect"):
+    with caplog.at_level(logging.INFO, logger="tuner.app.collect_dataset"):
         check_networks(cfg, "train-more-networks-nhwc")
     assert "adding the conv tasks of c:z" in caplog.text
     with pytest.raises(DatasetSettingsError, match=r"from b:y too, which more_networks= now"):
