@@ -1,3 +1,4 @@
+# Last ran on commit 74d29e4
 """Which adaptation makes the cost model learn from a task's own measurements (issue 13).
 
 Pre-trains once, meta-trains every variant from that same pre-trained network (``train.py``
@@ -47,9 +48,10 @@ not change with the defaults):
   better (``docs/bench/zero-shot-tuning.md``), so it is not the default.
 
 Usage:
-    python bench/adaptation_ablation.py --data data/llvm-icelake-server
-    python bench/adaptation_ablation.py --data ... --variants maml meta-sgd --limit 6 --seeds 0
-    python bench/adaptation_ablation.py --data ... --variants maml-mse+rank maml-list \
+    python -m experiments.adaptation_ablation --data data/llvm-icelake-server
+    python -m experiments.adaptation_ablation --data ... --variants maml meta-sgd \
+        --limit 6 --seeds 0
+    python -m experiments.adaptation_ablation --data ... --variants maml-mse+rank maml-list \
         maml-mse+list --val-only --out docs/adaptation-ablation-listwise
 Checkpoints go to ``work/ablation/<dataset>/<graph>/`` (kept: a rerun skips trained ones).
 """
@@ -61,7 +63,6 @@ import os
 import shlex
 import sys
 
-from common import REPO
 
 #: The episodes every variant was measured with, before one-workload tasks meta-trained 5x
 #: longer became train.py's default: each variant states its own, so that it means what it
@@ -142,9 +143,7 @@ def train_variant(name: str, *, data: str, graph: str, ckpt_dir: str, pretrained
 
 def main(argv: list[str] | None = None) -> None:
     args, accuracy_args = _parse(argv)
-    sys.path.insert(0, REPO)
-    os.chdir(REPO)
-    import model_accuracy
+    from bench import model_accuracy
 
     data = os.path.normpath(args.data)
     ckpt_dir = os.path.join(args.work, os.path.basename(data), args.graph)
@@ -160,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
                                               pretrained=None if own else base,
                                               extra=args.train)
     models = [f"--model={name}={checkpoints[name]}" for name in args.variants]
-    command = "python bench/adaptation_ablation.py " + shlex.join(sys.argv[1:])
+    command = "python -m experiments.adaptation_ablation " + shlex.join(sys.argv[1:])
     val = model_accuracy.main([  # the fixed settings last: every workload has 64 samples
         *models, *accuracy_args, "--data", data, "--split", "val", "--no-xgb",
         "--ks", "0", "8", "16", "32", "--query", "24", "--out", args.out + "-val",
@@ -198,7 +197,8 @@ def append_choice(page: str, summary: dict, winner: str) -> None:
     """Add the choice, and each variant's means over k of :data:`CHOICE_METRICS`."""
     lines = ["", "## Choice", "",
              f"Chosen: **{winner}**, the best mean rank over pairwise accuracy, top-5 recall, "
-             "MSE and MSE(D), each averaged over k (`choose` in `bench/adaptation_ablation.py`). "
+             "MSE and MSE(D), each averaged over k (`choose` in "
+             "`experiments.adaptation_ablation`). "
              "Means over k:", "",
              "| variant | " + " | ".join(CHOICE_METRICS) + " |",
              "|---|" + "---|" * len(CHOICE_METRICS)]
@@ -230,7 +230,7 @@ def choose(summary: dict) -> str:
     the evaluated k (ties: the better mean pairwise accuracy).
 
     Args:
-        summary: :func:`tuner.app.accuracy.summarize` of the validation run.
+        summary: :func:`bench.accuracy.summarize` of the validation run.
     """
     import math
 

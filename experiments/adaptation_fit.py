@@ -1,3 +1,4 @@
+# Last ran on commit 591af28
 """Does the online adaptation fit the task's measurements, and does the fit carry over?
 
 Issue 13's goal is a ranking that climbs with the task's own measurements (k = 0 -> 64),
@@ -10,7 +11,7 @@ adapted on: the fit) and on the query set (the workload's other candidates), bef
 after adapting, on the checkpoint's validation workloads (to choose settings) or on a
 held-out split.
 
-The support set is random by default, as in ``bench/model_accuracy.py``. With ``--support
+The support set is random by default, as in ``bench.model_accuracy``. With ``--support
 top`` it is what the tuner measures first: the k candidates the unadapted model scores
 highest, and the query set is the ``--query`` candidates it scores next (what the
 following rounds choose from). That asks whether adapting on its own top picks corrects
@@ -19,7 +20,7 @@ better ranking on random samples has not given faster schedules). It is determin
 one draw, whatever the seeds.
 
 Usage:
-    python bench/adaptation_fit.py --data data/llvm-znver4 \\
+    python -m experiments.adaptation_fit --data data/llvm-znver4 \\
         --model checkpoints/llvm-znver4-plain.ckpt \\
         --settings 5:0.01:head 25:0.05:head 10:0.01:all --ks 16 64 --seeds 0 1
 """
@@ -30,14 +31,11 @@ import argparse
 import copy
 import logging
 import os
-import sys
 import time
 
 import numpy as np
 
-from common import REPO, provenance, write_results
-
-sys.path.insert(0, REPO)
+from bench.common import provenance, write_results
 
 
 def _parse() -> argparse.Namespace:
@@ -77,9 +75,9 @@ def parse_setting(text: str) -> tuple[int, float, str]:
 
 def load_workloads(args: argparse.Namespace, graph: str) -> list:
     """The workloads scored: the checkpoint's validation ones, or a split's."""
-    from model_accuracy import validation_workloads
+    from bench.accuracy.checkpoints import validation_workloads
 
-    from tuner.app.accuracy import load_eval_workloads, load_split_workloads
+    from bench.accuracy.workloads import load_eval_workloads, load_split_workloads
 
     need = args.query + max(args.ks)
     if args.split != "val":
@@ -103,11 +101,11 @@ def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[i
     Args:
         model: A :class:`tuner.models.cost_model.TrainedModel` (copied, not changed).
         setting: ``(steps, lr, scope)``.
-        workloads: :class:`tuner.app.accuracy.EvalWorkload` list.
+        workloads: :class:`bench.accuracy.EvalWorkload` list.
         ks: Support-set sizes (each > 1: a fit needs pairs).
         seeds: Seeds of the support/query draws.
         query: Query candidates per workload.
-        support_mode: ``random`` (:func:`tuner.app.accuracy.split_indices`) or ``top``
+        support_mode: ``random`` (:func:`bench.accuracy.split_indices`) or ``top``
             (the unadapted model's best k, the query its next ``query``; seeds unused).
 
     Returns:
@@ -115,7 +113,8 @@ def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[i
         ``query_after``.
     """
     from metatune.metrics import pairwise_accuracy
-    from tuner.app.accuracy import MetaTuneMethod, relative_targets, split_indices
+    from bench.accuracy.workloads import relative_targets, split_indices
+    from bench.accuracy.methods import MetaTuneMethod
 
     steps, lr, scope = setting
     after, before = copy.deepcopy(model), copy.deepcopy(model)
@@ -176,11 +175,10 @@ def markdown(doc: dict) -> str:
 
 def main() -> None:
     args = _parse()
-    os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
-    from model_accuracy import data_target
+    from bench.accuracy.checkpoints import data_target
     from tuner.models.cost_model import load_model
 
     if min(args.ks) < 2:
@@ -201,7 +199,7 @@ def main() -> None:
         summary[text] = summarize(got)
         rows += [{"setting": text, **r} for r in got]
         logging.info("%s: %s (%.0f s)", text, summary[text], time.perf_counter() - t0)
-    doc = {**provenance("adaptation_fit.py"),
+    doc = {**provenance("experiments.adaptation_fit"),
            "title": "Does adaptation fit the task's measurements, and does it carry over?",
            "model": args.model, "data": args.data, "split": args.split,
            "split_said": ("validation (the checkpoint's, never trained on)"

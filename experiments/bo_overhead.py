@@ -1,3 +1,4 @@
+# Last ran on commit 14fbe6e
 """Search + model-update time per round against measurement time, at batch 32.
 
 Tunes resnet-18's 64->64 3x3 conv (``fused_conv2d1_add1_relu11``, batch norm folded) with
@@ -7,7 +8,7 @@ the tuner logs (``rounds.jsonl``: search = proposing the batch, update = committ
 fine-tuning the cost model, measure = building and running the batch).
 
 Usage:
-    python bench/bench_bo_overhead.py --presets meta-BO-T meta-BO xgb --seeds 0 1 2 \
+    python -m experiments.bench_bo_overhead --presets meta-BO-T meta-BO xgb --seeds 0 1 2 \
         --trials 128 --out docs/bench/bo_overhead.json --markdown docs/bench/bo_overhead.md
 """
 
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import REPO, median, provenance, write_results
+from bench.common import REPO, median, provenance, write_results
 
 TASK = "fused_conv2d1_add1_relu11"
 
@@ -28,7 +29,7 @@ TASK = "fused_conv2d1_add1_relu11"
 def worker(preset: str, seed: int, trials: int, batch: int, out: str,
            overrides: list[str]) -> None:
     """Tune the benchmark task with one preset in this process; write the run to ``out``."""
-    from common import tune_one_task
+    from bench.common import tune_one_task
 
     run = tune_one_task("resnet-18", TASK, preset, seed, trials, batch, overrides)
     with open(out, "w", encoding="utf-8") as f:
@@ -77,14 +78,14 @@ def main() -> None:
         for seed in args.seeds:
             for preset in args.presets:
                 out = os.path.join(tmp, f"{preset}-{seed}.json")
-                cmd = [sys.executable, os.path.abspath(__file__), "--trials", str(args.trials),
-                       "--batch", str(args.batch), "--worker", preset, str(seed), out,
-                       *args.overrides]
+                cmd = [sys.executable, "-m", "experiments.bo_overhead",
+                       "--trials", str(args.trials), "--batch", str(args.batch),
+                       "--worker", preset, str(seed), out, *args.overrides]
                 subprocess.run(cmd, check=True, cwd=REPO)
                 with open(out, encoding="utf-8") as f:
                     runs.append(json.load(f))
                 print(f"{preset} seed {seed}: best {runs[-1]['best_ms']:.3f} ms", flush=True)
-    doc = {**provenance("bench_bo_overhead.py"),
+    doc = {**provenance("experiments.bo_overhead"),
            "task": TASK, "trials": args.trials, "batch": args.batch,
            "summary": summarize(runs), "runs": runs}
     lines = ["# Search and model update per round vs measurement (batch "

@@ -1,3 +1,4 @@
+# Last ran on commit accee62
 """How long loading the cost model's checkpoint takes in a fresh process, two ways.
 
 ``tune.py`` loads the checkpoint once per run. Until 2026-12-04 it went through Lightning
@@ -8,7 +9,7 @@ needs included; ``torch`` and this repository's modules imported before the cloc
 as the tuner has them by then).
 
 Usage:
-    python bench/checkpoint_load.py --repeats 5 --out docs/bench/checkpoint-load
+    python -m experiments.checkpoint_load --repeats 5 --out docs/bench/checkpoint-load
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import statistics
 import subprocess
 import sys
 
-from common import REPO, provenance, write_results
+from bench.common import REPO, provenance, write_results
 
 #: Code per way: prints the seconds the load step took.
 WAYS = {
@@ -44,7 +45,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default="docs/bench/checkpoint-load")
     args = p.parse_args()
-    prov = provenance("checkpoint_load.py")
+    prov = provenance("experiments.checkpoint_load")
     seconds: dict[str, list[float]] = {w: [] for w in WAYS}
     for _ in range(args.repeats):
         for way, code in WAYS.items():

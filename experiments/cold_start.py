@@ -1,3 +1,4 @@
+# Last ran on commit 82b5d40
 """The first round of a task: how good is the batch MetaTune picks before any measurement?
 
 At network scale most tasks get one or two rounds (resnet-18 at 256 trials: one 16-trial
@@ -22,10 +23,11 @@ report is made on.
 Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
 
 Usage:
-    python bench/cold_start.py                                  # about 20 minutes
-    python bench/cold_start.py --configs "base=" \\
+    python -m experiments.cold_start                                  # about 20 minutes
+    python -m experiments.cold_start --configs "base=" \\
         "cold=search_params.bo.cold_population=512 search_params.bo.cold_genetic_iters=3"
-    python bench/cold_start.py --workloads resnet-18/fused_conv2d1_add1_relu11 --layout NHWC \\
+    python -m experiments.cold_start --workloads resnet-18/fused_conv2d1_add1_relu11 \\
+        --layout NHWC \\
         --trials 128 --trials-per-round 16 --report-at 64   # a network task as tune.py tunes it
 """
 
@@ -35,9 +37,8 @@ import argparse
 import functools
 import json
 import os
-import sys
 
-from common import (REPO, geomean, measured_span, median, provenance, recorded_run,
+from bench.common import (REPO, geomean, measured_span, median, provenance, recorded_run,
                     show_slow_steps, tune_tasks, write_results)
 
 DEFAULT_CONFIGS = [
@@ -371,8 +372,6 @@ def markdown(doc: dict) -> str:
 
 def main() -> None:
     args = _parse()
-    sys.path.insert(0, REPO)
-    os.chdir(REPO)
     show_slow_steps()
     configs = dict(c.split("=", 1) for c in args.configs)
     workloads = args.workloads or default_workloads(args.checkpoint_json)
@@ -390,7 +389,7 @@ def main() -> None:
             path, f"[{i}/{len(plan)}] {wl} {config} seed {seed}",
             lambda: {**run_one(wl, configs[config].split(), seed, args.trials, per_round,
                                args.layout), "config": config}))
-    doc = {**provenance("cold_start.py"), "trials": args.trials, "layout": args.layout,
+    doc = {**provenance("experiments.cold_start"), "trials": args.trials, "layout": args.layout,
            "trials_per_round": args.trials_per_round or args.trials, "seeds": args.seeds,
            "configs": configs, "runs_done": len(runs),
            "measured": measured_span(runs),

@@ -1,3 +1,4 @@
+# Last ran on commit 7aab942
 """Fill the compiled-code cache (:mod:`tuner.models.compiled_code`) ahead of an accuracy run,
 on several processes, resumably.
 
@@ -13,11 +14,11 @@ knows the target's CPU can build it, and nothing here is timed.
 
 Usage:
     # the EPYC's held-out NHWC convs and both super checkpoints' validation workloads
-    python bench/compile_features.py --data data/llvm-znver4 --split heldout-nhwc \
+    python -m experiments.compile_features --data data/llvm-znver4 --split heldout-nhwc \
         --checkpoint checkpoints/llvm-znver4-super.ckpt \
         --checkpoint checkpoints/llvm-znver4-super-seed1.ckpt --workers 2
     # another CPU's held-out convs, the EPYC pair's validation workloads built for the EPYC
-    python bench/compile_features.py --data data/llvm-znver5 --split heldout-nhwc \
+    python -m experiments.compile_features --data data/llvm-znver5 --split heldout-nhwc \
         --train-data data/llvm-znver4 --checkpoint checkpoints/llvm-znver4-super.ckpt
 """
 
@@ -30,9 +31,7 @@ import subprocess
 import sys
 import time
 
-from common import REPO
-
-sys.path.insert(0, REPO)
+from bench.common import REPO
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,8 +56,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]:
     """What to build: ``(split folder, workload names or None for all, target)`` per split,
     the scored split first, each for the target ``model_accuracy.py`` builds it for."""
-    from compiled_correction import validation_target
-    from model_accuracy import data_target, validation_workloads
+    from experiments.compiled_correction import validation_target
+    from bench.accuracy.checkpoints import data_target, validation_workloads
 
     from tuner.engine.targets import resolve_target
 
@@ -77,9 +76,9 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]
 def build_shard(args: argparse.Namespace, index: int, count: int) -> None:
     """Build this shard's workloads (every ``count``-th, from ``index``) of every job."""
     from tuner.models.compiled_code import compiled_features
-    from residuals import ordered_traces
+    from experiments.residuals import ordered_traces
 
-    from tuner.app.accuracy import load_eval_workloads
+    from bench.accuracy.workloads import load_eval_workloads
 
     for split_dir, names, target in jobs(args):
         traces = ordered_traces(split_dir)
@@ -114,9 +113,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--train-data {args.train_data}: {err}") from err
     for target in targets.values():
         cache_folder(args.cache, target)
-    base = [sys.executable, os.path.abspath(__file__)] + (argv if argv is not None
-                                                         else sys.argv[1:])
-    workers = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"])
+    base = [sys.executable, "-m", "experiments.compile_features"] + (
+        argv if argv is not None else sys.argv[1:])
+    workers = [subprocess.Popen(base + ["--shard", f"{i}/{args.workers}"], cwd=REPO)
                for i in range(args.workers)]
     codes = [w.wait() for w in workers]
     if any(codes):

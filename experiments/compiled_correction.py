@@ -1,3 +1,4 @@
+# Last ran on commit 5fede8c
 """A cost model's ranking corrected by what LLVM made of each schedule (issue 13, an
 experiment of the accuracy benchmark: ``model_accuracy.py --compiled-correction``).
 
@@ -24,7 +25,7 @@ trace).
 Run as a script, it fits each checkpoint's correction and saves it beside it for the tuner
 (``metatune.compiled_correction=true``, :mod:`tuner.models.compiled_correction`)::
 
-    python bench/compiled_correction.py --checkpoint checkpoints/llvm-znver4-super.ckpt \
+    python -m experiments.compiled_correction --checkpoint checkpoints/llvm-znver4-super.ckpt \
         checkpoints/llvm-znver4-super-seed1.ckpt
 """
 
@@ -32,13 +33,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 
 import numpy as np
-from common import REPO
+from bench.common import REPO
 
-sys.path.insert(0, REPO)
-from tuner.models.compiled_correction import (  # noqa: E402
+from tuner.models.compiled_correction import (
     Correction, centred_guess, workload_features)
 
 logger = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ def fit_correction(items: list[dict], seed: int = 0) -> Correction:
     Raises:
         ValueError: Fewer than ``FOLDS`` groups (none would weigh the guess).
     """
-    from residuals import _corr, residuals, weighed_trees
+    from experiments.residuals import _corr, residuals, weighed_trees
 
     items = [it for it in items
              if min(np.std(it["prior"]), np.std(1.0 / it["secs"])) > 1e-12]
@@ -105,7 +104,7 @@ class CompiledCorrectionMethod:
     the workload; never below 0 (a guess that hurts is turned off, not reversed).
 
     Args:
-        base: The :class:`tuner.app.accuracy.MetaTuneMethod` (adapted on the support set).
+        base: The :class:`bench.accuracy.MetaTuneMethod` (adapted on the support set).
         correction: From :func:`fit_correction` on this model's validation workloads.
         features: Workload name -> its :func:`workload_features` (every candidate, in the
             workload's order).
@@ -144,9 +143,9 @@ class CompiledCorrectionMethod:
         b = self.correction.weight
         if self.local is None or len(support) < 3:
             return b
-        from residuals import normal_scores
+        from experiments.residuals import normal_scores
 
-        from tuner.app.accuracy import relative_targets
+        from bench.accuracy.workloads import relative_targets
 
         g_all = self.guess(w)
         x = normal_scores(self.prior(w)[support])
@@ -184,7 +183,7 @@ def validation_target(train_data: str, splits: list[str], data: str | None = Non
     Raises:
         ValueError: Another dataset than ``data``, and none of ``splits`` is inside it.
     """
-    from model_accuracy import data_target
+    from bench.accuracy.checkpoints import data_target
 
     from tuner.engine.targets import resolve_target
 
@@ -204,12 +203,12 @@ def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[
 
     Args:
         split_dir: The split the workloads were loaded from.
-        workloads: Its :class:`tuner.app.accuracy.EvalWorkload` s.
+        workloads: Its :class:`bench.accuracy.EvalWorkload` s.
         target: The ``tvm.target.Target`` to compile for.
         cache: :func:`tuner.models.compiled_code.compiled_features`'s cache folder.
     """
     from tuner.models.compiled_code import compiled_features
-    from residuals import ordered_traces
+    from experiments.residuals import ordered_traces
 
     traces = ordered_traces(split_dir)
     out = {}
@@ -230,7 +229,7 @@ def validation_items(method, names: list[str], splits: list[str], data: str, tar
     ``method`` before any measurement.
 
     Args:
-        method: The checkpoint's :class:`tuner.app.accuracy.MetaTuneMethod`.
+        method: The checkpoint's :class:`bench.accuracy.MetaTuneMethod`.
         names, splits: Its validation workloads and the splits they are drawn from
             (:func:`model_accuracy.validation_workloads`).
         data: The dataset it was trained on (its splits are relative to it).
@@ -238,7 +237,7 @@ def validation_items(method, names: list[str], splits: list[str], data: str, tar
         cache: :func:`tuner.models.compiled_code.compiled_features`'s cache folder.
         progress: Called with a line per split.
     """
-    from tuner.app.accuracy import load_eval_workloads
+    from bench.accuracy.workloads import load_eval_workloads
 
     items = []
     for split in splits:
@@ -268,10 +267,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     import argparse
     import time
 
-    from common import provenance
-    from model_accuracy import validation_workloads
+    from bench.common import provenance
+    from bench.accuracy.checkpoints import validation_workloads
 
-    from tuner.app.accuracy import MetaTuneMethod
+    from bench.accuracy.methods import MetaTuneMethod
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.platforms import checkpoint_data
     from tuner.engine.targets import resolve_target
@@ -307,7 +306,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             fit = fit_correction(items, seed=args.seed)
         except ValueError as err:
             raise SystemExit(f"--checkpoint {checkpoint}: {err}") from err
-        prov = provenance("compiled_correction.py")
+        prov = provenance("experiments.compiled_correction")
         prov.update(checkpoint=os.path.relpath(checkpoint, REPO),
                     data=os.path.relpath(data, REPO), splits=splits,
                     features_target=resolve_target(str(target)).description,

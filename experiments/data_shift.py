@@ -1,3 +1,4 @@
+# Last ran on commit 1ef52a3
 """Is the training split the right data? Zero-shot ranking of each held-out network's
 convolutions by a model trained on the generated workloads or on other networks' convs.
 
@@ -28,9 +29,9 @@ checkpoint (trained on the training split alone), xgb and xgb-Xfer. Resumable: a
 checkpoint is kept and reused.
 
 Usage:
-    python bench/data_shift.py                      # data/llvm-icelake-server, ~7 minutes
-    python bench/data_shift.py --data data/llvm-znver4 --train-data data/llvm-icelake-server
-    python bench/data_shift.py --gcn alexnet vgg-16  # one fold: ~20 min training, ~5 scoring
+    python -m experiments.data_shift                      # data/llvm-icelake-server, ~7 minutes
+    python -m experiments.data_shift --data data/llvm-znver4 --train-data data/llvm-icelake-server
+    python -m experiments.data_shift --gcn alexnet vgg-16  # one fold: ~20 min training, ~5 scoring
 """
 
 from __future__ import annotations
@@ -44,11 +45,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from common import REPO, provenance, write_results
+from bench.common import REPO, provenance, write_results
 
-sys.path.insert(0, REPO)
-from metatune import metrics  # noqa: E402
-from metatune.config import DEFAULT_DATA_DIR  # noqa: E402
+from metatune import metrics
+from metatune.config import DEFAULT_DATA_DIR
 
 SOURCES = ("generated", "other-networks", "both")
 #: The derived dataset's split of the other networks' held-out convs (``--gcn``).
@@ -245,7 +245,7 @@ def train_fold(fold: str, graph: str, overrides: list[str]) -> str:
 def gcn_fold(args: argparse.Namespace, command: str) -> None:
     """``--gcn``: train the fold's GCN and score the left-out networks' convs beside the
     shipped checkpoint (``model_accuracy.py --networks``; the page records ``command``)."""
-    import model_accuracy
+    from bench import model_accuracy
     from metatune.config import default_checkpoint
 
     fold = fold_data_dir(args.data, args.gcn, args.work)
@@ -264,9 +264,8 @@ def gcn_fold(args: argparse.Namespace, command: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    os.chdir(REPO)
     if args.gcn:
-        return gcn_fold(args, "python bench/data_shift.py " + shlex.join(
+        return gcn_fold(args, "python -m experiments.data_shift " + shlex.join(
             sys.argv[1:] if argv is None else argv))
     train_data = args.train_data or args.data
     for path in (os.path.join(train_data, "train"), os.path.join(args.data, "heldout")):
@@ -277,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     heldout = split_features(os.path.join(args.data, "heldout"), args.cache_dir)
     with open(os.path.join(args.data, "heldout", "meta.json"), encoding="utf-8") as f:
         heldout_target = json.load(f)["target_description"]
-    doc = {**provenance("data_shift.py"), "data": args.data, "train_data": train_data,
+    doc = {**provenance("experiments.data_shift"), "data": args.data, "train_data": train_data,
            "heldout_target": heldout_target,
            "results": leave_one_network_out(generated, heldout)}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))

@@ -1,3 +1,4 @@
+# Last ran on commit 591af28
 """Encoder throughput: candidates per second for a resnet-18 convolution, one thread.
 
 Draws random, postprocessed candidates of resnet-18's ``fused_conv2d1_add1_relu11``
@@ -9,7 +10,7 @@ on the same candidates, and the two encoders' graphs are compared (the largest f
 difference, and whether every edge list is the same).
 
 Usage:
-    python bench/bench_encoder.py --candidates 256 --baseline 41262fe \
+    python -m experiments.bench_encoder --candidates 256 --baseline 41262fe \
         --out docs/bench/encoder.json --markdown docs/bench/encoder.md
 """
 
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from common import REPO, provenance
+from bench.common import REPO, provenance
 
 TASK = "fused_conv2d1_add1_relu11"
 MODES = ("plain", "super")
@@ -64,14 +65,12 @@ def baseline_encode(rev: str):
             with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8") as f:
                 f.write(text.replace("from metatune.loopnest import",
                                      f"from {names['loopnest']} import"))
-        sys.path.insert(0, tmp)
-        try:  # both modules are loaded (their imports run) before the files go
+        for part in names:  # loopnest first: graph imports it under its private name
             spec = importlib.util.spec_from_file_location(
-                names["graph"], os.path.join(tmp, f"{names['graph']}.py"))
+                names[part], os.path.join(tmp, f"{names[part]}.py"))
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        finally:
-            sys.path.remove(tmp)
+            sys.modules[names[part]] = module
+            spec.loader.exec_module(module)  # run while the files exist
     return module.encode
 
 
@@ -108,13 +107,12 @@ def main() -> None:
     p.add_argument("--out", default="docs/bench/encoder.json")
     p.add_argument("--markdown", default="docs/bench/encoder.md")
     args = p.parse_args()
-    sys.path.insert(0, REPO)
     import torch
 
     from metatune.graph import encode
 
     torch.set_num_threads(1)
-    prov = provenance("bench_encoder.py")
+    prov = provenance("experiments.encoder")
     funcs = candidates(args.candidates, args.seed)
     encoders = {"this tree": encode}
     if args.baseline:

@@ -1,3 +1,4 @@
+# Last ran on commit b42af34
 """Which data layout ``tune.py`` should default to: NHWC against NCHW, end to end.
 
 Each (network, seed) is tuned by ``tune.py`` (default preset) once per layout, to each
@@ -7,7 +8,7 @@ network is timed beside PyTorch eager, in the same ``tune.py`` run. The two layo
 
 The default is chosen on networks that no benchmark reports on (the selection networks,
 torchvision's ResNet-34, MnasNet-0.5 and RegNetX-400MF by default), never on the five
-networks of ``bench/pytorch_parity.py``: the rule, fixed before the runs, is that NHWC
+networks of ``bench.pytorch_parity``: the rule, fixed before the runs, is that NHWC
 stays the default when the geometric mean over (network, seed) of tuned NHWC / tuned NCHW
 latency is below 1 at the largest budget.
 
@@ -22,8 +23,8 @@ Every finished stage is recorded in ``docs/bench/runs/layout-ab/<LAYOUT>/``, its
 timing in ``docs/bench/runs/layout-ab/paired/``, so the command resumes after an
 interruption, and ``--report-only`` rewrites the page.
 
-    python bench/layout_ab.py                       # about 2.5 hours on 2 cores
-    python bench/layout_ab.py --report-only
+    python -m experiments.layout_ab                       # about 2.5 hours on 2 cores
+    python -m experiments.layout_ab --report-only
 """
 
 from __future__ import annotations
@@ -34,11 +35,9 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import (REPO, geomean, machine_lines, median, provenance,  # noqa: E402
+from bench.common import (REPO, geomean, machine_lines, median, provenance,
                           run_command, write_results)
-from bench.pytorch_parity import load_record, run_stage, slug  # noqa: E402
+from bench.pytorch_parity import load_record, run_stage, slug
 
 NETWORKS = ("torchvision.models:resnet34", "torchvision.models:mnasnet0_5",
             "torchvision.models:regnet_x_400mf")
@@ -75,7 +74,7 @@ def time_paired(network: str, seed: int, budget: int, work_root: str, rounds: in
         rounds' medians; ``check_error``: layout -> the output's relative error against
         the reference; written to :func:`paired_path`.
     """
-    from bench.profile_network import compile_work_dir
+    from experiments.profile_network import compile_work_dir
     from tuner.engine.evaluate import check_output
     from tuner.engine.runtime import runtime_info
 
@@ -94,7 +93,7 @@ def time_paired(network: str, seed: int, budget: int, work_root: str, rounds: in
     rec = {"network": network, "seed": seed, "budget": budget, "rounds": times,
            "ms": {lay: median(v) for lay, v in times.items()}, "check_error": errors,
            "target": info.description, "runtime": runtime_info(info.num_cores),
-           **provenance("layout_ab.py")}
+           **provenance("experiments.layout_ab")}
     os.makedirs(os.path.dirname(paired_path(network, seed, budget)), exist_ok=True)
     with open(paired_path(network, seed, budget), "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=1)
@@ -122,7 +121,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
                if (r := load_record(n, s, b, runs_dir(lay))) is not None]
     paired = [p for n in networks for s in seeds for b in budgets
               if (p := load_paired(n, s, b)) is not None]
-    prov = provenance("layout_ab.py")
+    prov = provenance("experiments.layout_ab")
     lines = ["# NHWC against NCHW, end to end, on selection networks", "",
              f"Command: `{run_command(prov)}`; {prov['date']}. Each (network, seed) is tuned by "
              "`tune.py` (default preset, meta-BO-T) in each layout, to each budget in turn "

@@ -1,3 +1,4 @@
+# Last ran on commit 546b5b0
 """Two tune settings on a whole network, each build timed beside the other's.
 
 ``cold_start.py`` compares settings task by task; what a user gets is the network. This
@@ -9,7 +10,7 @@ ratio to the PyTorch eager latency timed in the same process, so the machine's d
 between evaluations cancels; the configurations are compared by the geometric mean over
 seeds and evaluations of that ratio, the second against the first.
 
-    python bench/network_ab.py --network alexnet --rounds-per-task 1 --seeds 0 1 2 \\
+    python -m experiments.network_ab --network alexnet --rounds-per-task 1 --seeds 0 1 2 \\
         --configs 'default=' 'corrected=metatune.compiled_correction=true'
 
 Resumable: a tuning run whose ``report.json`` shows its budget met is not run again, and
@@ -28,7 +29,7 @@ import statistics
 import subprocess
 import sys
 
-from common import REPO, named_overrides, provenance, write_results
+from bench.common import REPO, named_overrides, provenance, write_results
 
 logger = logging.getLogger("network_ab")
 
@@ -142,7 +143,7 @@ def _summarize(args, configs) -> dict:
     tuning = {c: statistics.median(r["tuning_seconds"] for r in recs
                                    if r["config"] == c and r["evaluation"] == 0)
               for c in (base, other) if any(r["config"] == c for r in recs)}
-    doc = {**provenance("network_ab.py"), "network": args.network,
+    doc = {**provenance("experiments.network_ab"), "network": args.network,
            "configs": {c: o for c, o in configs}, "seeds": args.seeds,
            "rounds_per_task": args.rounds_per_task, "trials_per_round": args.trials_per_round,
            "per_seed": per_seed, "ratio": geo(list(per_seed.values())) if per_seed else None,

@@ -1,3 +1,4 @@
+# Last ran on commit 32cbc3e
 """Lowering A/B: weights pre-packed by the schedule (layout-free) against weights read in
 OIHW order, or NCHW against NHWC convolutions.
 
@@ -9,9 +10,9 @@ and the compile packs the weights once (the timed kernel excludes the packing, a
 network does); ``nhwc``: packed, and the convolutions converted to NHWC (the transposes
 this inserts at the network's edges are not in the conv tasks: see the network runs).
 
-    python bench/pack_weights.py                     # plain vs packed, resnet-18's convs
-    python bench/pack_weights.py --arms packed nhwc --out docs/bench/layout
-    python bench/pack_weights.py --network alexnet --tasks fused_conv2d_add_relu1
+    python -m experiments.pack_weights                     # plain vs packed, resnet-18's convs
+    python -m experiments.pack_weights --arms packed nhwc --out docs/bench/layout
+    python -m experiments.pack_weights --network alexnet --tasks fused_conv2d_add_relu1
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import REPO, geomean, median, provenance, tune_tasks, write_results  # noqa: E402
+from bench.common import REPO, geomean, median, provenance, tune_tasks, write_results
 
 
 ARMS = {"plain": {"pack_weights": False}, "packed": {"pack_weights": True},
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                              "best_ms": outcome.best_ms[0],
                              "tuning_seconds": outcome.tuning_seconds})
                 print(json.dumps(rows[-1]), flush=True)
-    prov = provenance("pack_weights.py")
+    prov = provenance("experiments.pack_weights")
     info = resolve_target("llvm")
     lines = [f"# {TITLES.get((base, other), f'{other} against {base}')}", "",
              f"Command: `{prov['command']}`; {prov['machine']}; {prov['date']}; target "

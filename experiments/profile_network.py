@@ -1,3 +1,4 @@
+# Last ran on commit 9a0926d
 """Where a tuned network's time goes: each kernel inside the network against the same
 schedule timed alone, all in one run on this machine.
 
@@ -11,7 +12,7 @@ alone (warm and cold), and the network's latency beside the sum of its kernels, 
 gap between "the sum of the tuned tasks" and "the network" is split into kernels that
 run slower in the network, untuned glue, and the VM's own work.
 
-    python bench/profile_network.py --work-dir work/parity/resnet-18-s0
+    python -m experiments.profile_network --work-dir work/parity/resnet-18-s0
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import REPO, measure, provenance, write_results  # noqa: E402
+from bench.common import REPO, measure, provenance, write_results
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -142,7 +140,6 @@ def run(argv: list[str] | None = None) -> dict:
     """Profile a work dir's network; returns the JSON document."""
     args = _parse(argv)
     work = os.path.abspath(args.work_dir)
-    os.chdir(REPO)
     from tuner.engine.runtime import runtime_info
     from metatune.provenance import simd_flags
 
@@ -168,7 +165,7 @@ def run(argv: list[str] | None = None) -> dict:
                     if symbol_task(s, owner) is None),
                    key=lambda r: -r[2])
     doc = {
-        **provenance("profile_network.py"), "work_dir": os.path.relpath(work, REPO),
+        **provenance("experiments.profile_network"), "work_dir": os.path.relpath(work, REPO),
         "network": network.name, "target": info.description,
         "runtime": runtime_info(info.num_cores), "cpu_flags": simd_flags(),
         "runner": cfg.get("runner", {}), "repeat": args.repeat,

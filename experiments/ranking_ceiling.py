@@ -1,9 +1,10 @@
+# Last ran on commit 591af28
 """How well one platform's measured order ranks another's: a reference for the cost model.
 
 The held-out splits of the datasets measured on different platforms hold mostly the same
 schedules (the collector draws them with the same seeds). For every held-out workload, the
 schedules measured on both platforms are ranked by one platform's measured throughput and
-scored against the other's with the metrics of ``bench/model_accuracy.py`` (pairwise
+scored against the other's with the metrics of ``bench.model_accuracy`` (pairwise
 ranking accuracy, top-5 recall). This is what a cost model that knew every run time on
 another CPU would reach, with that CPU's measurement noise included: an upper reference
 for a model transferred across CPUs, and a lower bound on how rankable a split is at all
@@ -14,9 +15,9 @@ With one CPU's split measured twice (``collect.py run out=...`` into a second da
 the same seeds draw the same schedules), the row is the measurement noise itself.
 
 Usage:
-    python bench/ranking_ceiling.py                      # every pair of data/llvm-* datasets
-    python bench/ranking_ceiling.py --data data/llvm-icelake-server data/llvm-znver4
-    python bench/ranking_ceiling.py --data data/llvm-znver4 data/llvm-znver4-repeat \
+    python -m experiments.ranking_ceiling                      # every pair of data/llvm-* datasets
+    python -m experiments.ranking_ceiling --data data/llvm-icelake-server data/llvm-znver4
+    python -m experiments.ranking_ceiling --data data/llvm-znver4 data/llvm-znver4-repeat \
         --split heldout-nhwc --out docs/ranking-noise-znver4
 """
 
@@ -27,18 +28,16 @@ import glob
 import itertools
 import json
 import os
-import sys
 from collections.abc import Iterator
 
 import numpy as np
 
-from common import REPO, provenance, write_results
+from bench.common import provenance, write_results
 
-sys.path.insert(0, REPO)
-from metatune import metrics  # noqa: E402
-from metatune.dataset import workload_entries  # noqa: E402
-from metatune.records import iter_records  # noqa: E402
-from tuner.app.accuracy import split_indices  # noqa: E402
+from metatune import metrics
+from metatune.dataset import workload_entries
+from metatune.records import iter_records
+from bench.accuracy.workloads import split_indices
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,7 +50,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="workloads with fewer schedules measured on both are skipped")
     p.add_argument("--query", type=int, default=0,
                    help="score random subsets of this many schedules per workload and seed, "
-                        "as bench/model_accuracy.py's query sets (0: all shared schedules)")
+                        "as bench.model_accuracy's query sets (0: all shared schedules)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                    help="the subsets' seeds (with --query)")
     p.add_argument("--out", default="docs/ranking-ceiling")
@@ -94,7 +93,7 @@ def agreement(ref: dict[str, dict[str, float]], other: dict[str, dict[str, float
         ref, other: :func:`measured_times` of two platforms' split.
         min_shared: Workloads with fewer schedules measured on both are skipped.
         query: Above 0: score, per seed, a random subset of this many shared schedules
-            (:func:`tuner.app.accuracy.split_indices`' query set, as the cost models are
+            (:func:`bench.accuracy.split_indices`' query set, as the cost models are
             scored) and average over the seeds; 0: all shared schedules at once.
         seeds: The subsets' seeds.
 
@@ -162,7 +161,6 @@ def markdown(doc: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    os.chdir(REPO)
     data = args.data or sorted(d for d in glob.glob("data/llvm-*")
                                if os.path.isfile(os.path.join(d, args.split, "meta.json")))
     if len(data) < 2:
@@ -176,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append({"a": f"`{ref}` ({loaded[ref][1]})",
                      "b": f"`{other}` ({loaded[other][1]})",
                      "same_target": loaded[ref][1] == loaded[other][1], **row})
-    doc = {**provenance("ranking_ceiling.py"), "split": args.split,
+    doc = {**provenance("experiments.ranking_ceiling"), "split": args.split,
            "min_shared": args.min_shared, "query": args.query,
            "seeds": args.seeds if args.query else None, "rows": rows}
     write_results(args.out + ".json", args.out + ".md", doc, markdown(doc))

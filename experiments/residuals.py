@@ -1,3 +1,4 @@
+# Last ran on commit ee6b9d7
 """Where the model's ranking errors come from: measurement noise, or something the task's
 own measurements could teach it.
 
@@ -5,7 +6,7 @@ Issue 13 asks for a ranking that climbs by 0.05 pairwise from k = 0 to 64 measur
 candidates of the task; every adaptation tried stays within +0.01. This benchmark splits
 the model's disagreement with the measured run times into parts, on a split measured twice
 on the same kind of machine (``collect.py run out=...`` into a second dataset draws the
-same schedules; ``bench/ranking_ceiling.py`` scores the two measurements' agreement):
+same schedules; ``experiments.ranking_ceiling`` scores the two measurements' agreement):
 
 - **noise**: one measurement's order against the other's (pairwise, Spearman);
 - **the model against the truth**: its Spearman correlation with one measurement, corrected
@@ -42,15 +43,15 @@ Nothing is measured; the run times are the datasets' own. It reads what the +0.0
 the model, not a setting to choose.
 
 Usage:
-    python bench/residuals.py --model checkpoints/llvm-znver4-super.ckpt \\
+    python -m experiments.residuals --model checkpoints/llvm-znver4-super.ckpt \\
         --data data/llvm-znver4 --repeat data/llvm-znver4-repeat --split heldout-nhwc \\
         --out docs/residuals-znver4
     # the same schedules measured on another CPU: what two CPUs' run times share
-    python bench/residuals.py --model checkpoints/llvm-znver4-super.ckpt \\
+    python -m experiments.residuals --model checkpoints/llvm-znver4-super.ckpt \\
         --data data/llvm-znver4 --repeat data/llvm-emeraldrapids --split heldout-nhwc \\
         --out docs/residuals-znver4-vs-emeraldrapids
     # and what the compiled code shows (builds every schedule once, cached)
-    python bench/residuals.py --model checkpoints/llvm-emeraldrapids-super.ckpt \\
+    python -m experiments.residuals --model checkpoints/llvm-emeraldrapids-super.ckpt \\
         --data data/llvm-emeraldrapids --repeat data/llvm-znver4 --split heldout-nhwc \\
         --compiled --out docs/residuals-compiled-emeraldrapids
 """
@@ -60,15 +61,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 
 import numpy as np
 from scipy import stats
 
-from common import REPO, provenance, write_results
-
-sys.path.insert(0, REPO)
+from bench.common import provenance, write_results
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -179,7 +177,7 @@ def store_features(w, target) -> np.ndarray:
     """MetaSchedule's per-store features of ``w``'s candidates, pooled per candidate.
 
     Args:
-        w: A :class:`tuner.app.accuracy.EvalWorkload`.
+        w: A :class:`bench.accuracy.EvalWorkload`.
         target: The ``tvm.target.Target`` the features are extracted for.
 
     Returns:
@@ -398,7 +396,7 @@ def _compiled(w, traces: list[str], target, cache: str) -> np.ndarray:
 
 def repeat_times(split_dir: str, names: set[str]) -> dict[str, dict[str, float]]:
     """``{workload name: {trace JSON: seconds}}`` of a split's valid records."""
-    from ranking_ceiling import measured_times
+    from experiments.ranking_ceiling import measured_times
 
     times, _ = measured_times(split_dir)
     return {n: t for n, t in times.items() if n in names}
@@ -407,7 +405,7 @@ def repeat_times(split_dir: str, names: set[str]) -> dict[str, dict[str, float]]
 def ordered_traces(split_dir: str) -> dict[str, list[tuple[str, float]]]:
     """Each workload's valid records as ``(trace JSON, seconds)`` in file order: the order
     :func:`metatune.dataset.iter_replayed` (so the accuracy's workloads) lists them."""
-    from ranking_ceiling import valid_records
+    from experiments.ranking_ceiling import valid_records
 
     out: dict[str, list[tuple[str, float]]] = {}
     for name, trace, seconds in valid_records(split_dir):
@@ -511,12 +509,12 @@ def markdown(doc: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    os.chdir(REPO)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from model_accuracy import data_target
+    from bench.accuracy.checkpoints import data_target
 
     from metatune.metrics import standardized
-    from tuner.app.accuracy import MetaTuneMethod, feature_matrix, load_eval_workloads
+    from bench.accuracy.workloads import load_eval_workloads
+    from bench.accuracy.methods import MetaTuneMethod, feature_matrix
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
     from tuner.models.cost_model import load_model
@@ -582,7 +580,7 @@ def main(argv: list[str] | None = None) -> None:
 
         compiled_top = [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
                         for r in feature_correlations(items, "compiled", FEATURE_NAMES)]
-    doc = {**provenance("residuals.py"),
+    doc = {**provenance("experiments.residuals"),
            "title": "Where the model's ranking errors come from: noise, or the task's own "
                     "structure",
            "model": args.model, "data": args.data, "repeat": args.repeat, "split": args.split,

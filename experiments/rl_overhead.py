@@ -1,3 +1,4 @@
+# Last ran on commit 02a4e6f
 """The RL search's overhead per round (search + model update) against measurement.
 
 Tunes resnet-18 conv tasks with ``tune.py``'s own tuning loop (:func:`tuner.app.tuning.tune`)
@@ -9,11 +10,11 @@ cluster, often fewer than the batch, so the page also gives the candidates measu
 round and the overhead per measured trial. Each run is recorded under ``--runs-dir``:
 rerun to resume.
 
-    python bench/rl_overhead.py                      # RL and meta-RL-T, 2 convs, batch 16
+    python -m experiments.rl_overhead                      # RL and meta-RL-T, 2 convs, batch 16
                                                      # and 32, 3 seeds x 128 trials
-    python bench/rl_overhead.py --presets meta-RL-T meta-BO-T --seeds 0
+    python -m experiments.rl_overhead --presets meta-RL-T meta-BO-T --seeds 0
     # with xgb in the same run, each preset's tuning time and best also as ratios to xgb's
-    python bench/rl_overhead.py --presets RL meta-RL-T xgb --seeds 0 1
+    python -m experiments.rl_overhead --presets RL meta-RL-T xgb --seeds 0 1
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import REPO, median, provenance, write_results  # noqa: E402
+from bench.common import REPO, median, provenance, write_results
 
 #: Two of resnet-18's convs (the framework comparison's held-out pair), as task extraction
 #: names them today (``fused_conv2d1_add1_relu1`` then, with a trailing 1 now).
@@ -76,7 +75,7 @@ def summarize(runs: list[dict]) -> list[dict]:
 
 
 def write_page(runs: list[dict], out: str, args: argparse.Namespace) -> None:
-    prov = provenance("rl_overhead.py")
+    prov = provenance("experiments.rl_overhead")
     doc = {**prov, "tasks": args.tasks, "trials": args.trials, "seeds": args.seeds,
            "summary": summarize(runs), "runs": runs}
     fmt = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
@@ -173,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                     name = f"{preset}-{task.replace('/', '-')}-b{batch}-s{seed}.json"
                     path = os.path.join(args.runs_dir, name)
                     if not os.path.exists(path):
-                        subprocess.run([sys.executable, os.path.abspath(__file__),
+                        subprocess.run([sys.executable, "-m", "experiments.rl_overhead",
                                         "--trials", str(args.trials), "--worker", preset, task,
                                         str(seed), str(batch), path, *args.overrides],
                                        check=True, cwd=REPO)

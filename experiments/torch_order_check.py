@@ -1,3 +1,4 @@
+# Last ran on commit b43634b
 """Is PyTorch timed fairly in the process that just ran TVM?
 
 ``tune.py`` times PyTorch in its own process, right after the tuned TVM build. TVM's
@@ -6,7 +7,7 @@ check times PyTorch eager (same module, batch-norm folded, same threads) in a fr
 that never loaded TVM, and again right after a tuned TVM build in another process, twice
 each, alternating, and appends the numbers to ``docs/bench/torch_order_check.json``.
 
-    python bench/torch_order_check.py resnet-18 work/parity/resnet-18-s0
+    python -m experiments.torch_order_check resnet-18 work/parity/resnet-18-s0
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import REPO, provenance  # noqa: E402
+from bench.common import REPO, provenance
 
 FRESH = r'''
 import sys
@@ -66,7 +65,7 @@ def main() -> int:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-    doc["runs"].append({**provenance("torch_order_check.py"), "rows": rows})
+    doc["runs"].append({**provenance("experiments.torch_order_check"), "rows": rows})
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
     return 0

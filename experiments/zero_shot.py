@@ -1,3 +1,4 @@
+# Last ran on commit 3b180ad
 """The cost model's zero-shot pick against TVM's default schedule and one measured round.
 
 A task that the budget does not reach gets the schedule the cost model scores best
@@ -12,8 +13,8 @@ task of the given networks, with the same builder and runner as tuning:
 and summarizes them per task kind (conv, dense, pool, elementwise) as geomean ratios.
 Each (network, seed) is recorded under ``--runs-dir``: rerun to resume.
 
-    python bench/zero_shot.py                            # alexnet and resnet-18, 1 seed
-    python bench/zero_shot.py --networks squeezenet --seeds 0 1
+    python -m experiments.zero_shot                            # alexnet and resnet-18, 1 seed
+    python -m experiments.zero_shot --networks squeezenet --seeds 0 1
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import (REPO, geomean, measure, provenance, tune_tasks,  # noqa: E402
+from bench.common import (REPO, geomean, measure, provenance, tune_tasks,
                           write_results)
 
 #: The runner settings (``tuner.app.config.RunnerConfig`` fields).
@@ -79,7 +78,7 @@ def run_network(network: str, seed: int) -> dict:
 
 
 def write_page(records: list[dict], out: str) -> None:
-    prov = provenance("zero_shot.py")
+    prov = provenance("experiments.zero_shot")
     lines = ["# Zero-shot pick vs TVM's default schedule and one measured round", "",
              f"Command: `{prov['command']}`; {prov['machine']}; {prov['date']}.", "",
              *sorted({f"- Measured on `{r['target']}`, TVM {r['runtime']['tvm_threads']} / "
