@@ -1,3 +1,6 @@
+# Last ran on commit f1232c5
+# Since then (not run again): the pool is recorded by an observer of the BO search instead
+# of patching it, and measured whole after the run (bench.common.measure), not by tuning.
 """How much can a better ranking still win? One BO round's whole candidate pool, measured.
 
 Six changes that rank candidates better before measurement (more data, seed pairs, the
@@ -28,9 +31,9 @@ their ranking and the best of their top 16 are reported beside the default's.
 Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
 
 Usage:
-    python bench/pool_headroom.py --workloads resnet-18/fused_conv2d1_add1_relu11 \\
+    python -m experiments.pool_headroom --workloads resnet-18/fused_conv2d1_add1_relu11 \\
         --layout NHWC --rounds 1 2 --seeds 0 1 2
-    python bench/pool_headroom.py --rounds 5 --variants "s20=metatune.adapt_steps=20" \\
+    python -m experiments.pool_headroom --rounds 5 --variants "s20=metatune.adapt_steps=20" \\
         --runs-dir docs/bench/runs/adapt-in-tuning --out docs/bench/adapt-in-tuning
 """
 
@@ -40,12 +43,11 @@ import argparse
 import dataclasses
 import math
 import os
-import sys
 
 import numpy as np
 
-from cold_start import is_network_task, workload_task
-from common import (REPO, geomean, measure, measured_span, median, named_overrides,
+from experiments.cold_start import is_network_task, workload_task
+from bench.common import (geomean, measure, measured_span, median, named_overrides,
                     provenance, recorded_run, show_slow_steps, tune_tasks, write_results)
 
 BATCH = 16  #: candidates a round measures in tuning (``trials_per_round``)
@@ -77,12 +79,11 @@ def _parse() -> argparse.Namespace:
 
 
 class PoolRecorder:
-    """Makes the BO search measure round ``full_round``'s whole pool, and records it.
+    """Records round ``full_round``'s whole pool as the BO search scored and chose it: an
+    observer of :class:`tuner.search.bo.BatchBOSearch` (``tuner.search.bo.observing``).
 
-    Rounds before it run as in tuning (the BO search picks ``BATCH``); in that round the
-    BO search still picks its batch (recorded), then every pool candidate is measured, its
-    picks first; the task stops after it. Installed by patching
-    :class:`tuner.search.bo.BatchBOSearch` and its ``select_batch`` for one run.
+    Rounds up to it run as in tuning (the BO search picks ``BATCH``, tuning measures
+    them); the pool is measured whole after the run (:func:`measure_pool`).
 
     Args:
         full_round: The round whose pool is measured whole (1: the first).
@@ -93,11 +94,12 @@ class PoolRecorder:
             tuning's model did round by round.
 
     Attributes:
-        rows: One per pool candidate of the full round: ``prior`` (the cost model's
-            score, adapted online to the rounds before), ``prior0`` (the unadapted
-            model's), ``picked`` (chosen by BO), ``seconds`` (``None``: failed), with
-            variants ``variants`` (name -> score); filled as the round is measured.
-        mods: The scheduled modules of those candidates (for the second measurement).
+        rows: One per pool candidate of the full round, the BO search's picks first:
+            ``prior`` (the cost model's score, adapted online to the rounds before),
+            ``prior0`` (the unadapted model's), ``picked`` (chosen by BO), ``seconds``
+            (filled by :func:`measure_pool`; ``None``: failed), with variants ``variants``
+            (name -> score).
+        mods: The scheduled modules of those candidates (what is measured).
         history_best_s: The task's best seconds before the full round (``None`` in round 1).
     """
 
@@ -107,89 +109,40 @@ class PoolRecorder:
         self.fresh_model = fresh_model
         self.variants = dict(variants or {})
         self.measured: tuple[list, list] = ([], [])  # candidates, results before the round
-        self.rounds = 0
         self.rows: list[dict] = []
         self.mods: list = []
         self.history_best_s: float | None = None
-        self._pending: dict[int, int] = {}  # structural hash -> row
-        self._last: dict | None = None
 
-    def install(self):
-        """Patch the BO search for one run; returns the function that undoes it."""
-        import tuner.search.bo as bo
+    def on_results(self, search, candidates: list, results: list) -> None:
+        """Keep the measurements before the full round (the variants adapt on them)."""
+        if search.rounds < self.full_round:
+            self.measured[0].extend(candidates)
+            self.measured[1].extend(results)
 
-        cls = bo.BatchBOSearch._cls
-        real_select, real_generate = bo.select_batch, cls.generate_measure_candidates
-        real_notify = cls.notify_runner_results
-        recorder = self
-
-        def select(x_pool, pool_prior, x_hist, hist_prior, y, q, params, seed, device):
-            chosen = list(real_select(x_pool, pool_prior, x_hist, hist_prior, y, BATCH, params,
-                                      seed=seed, device=device))
-            recorder.rounds += 1
-            if recorder.rounds != recorder.full_round:
-                return chosen
-            recorder._last = {"prior": np.asarray(pool_prior, float), "chosen": chosen}
-            return chosen + [i for i in range(len(pool_prior)) if i not in set(chosen)]
-
-        def generate(search):
-            if recorder.rounds >= recorder.full_round:
-                return None  # the full round was measured: the task stops
-            if recorder.rounds + 1 == recorder.full_round and search.hist_y:
-                best = max(search.hist_y)  # throughput; 0: every measurement failed
-                recorder.history_best_s = 1.0 / best if best else None
-            out = real_generate(search)
-            if recorder._last is not None and out is not None:
-                recorder._record(out, search.context)
-            return out
-
-        def notify(search, candidates, results):
-            from tvm_ffi import structural_hash
-
-            from metatune.records import measured_seconds
-
-            if recorder.rounds < recorder.full_round:  # the support of the variants
-                recorder.measured[0].extend(candidates)
-                recorder.measured[1].extend(results)
-            for cand, res in zip(candidates, results):
-                row = recorder._pending.pop(structural_hash(cand.sch.mod), None)
-                if row is not None:
-                    recorder.rows[row]["seconds"] = measured_seconds(res.run_secs,
-                                                                     res.error_msg)
-            return real_notify(search, candidates, results)
-
-        bo.select_batch = select
-        cls.generate_measure_candidates = generate
-        cls.notify_runner_results = notify
-
-        def undo() -> None:
-            bo.select_batch = real_select
-            cls.generate_measure_candidates = real_generate
-            cls.notify_runner_results = real_notify
-        return undo
-
-    def _record(self, candidates: list, context) -> None:
-        """Remember the full round's candidates (returned picks first) and their scores."""
-        from tvm_ffi import structural_hash
-
-        last, self._last = self._last, None
-        chosen = last["chosen"]
-        order = chosen + [i for i in range(len(last["prior"])) if i not in set(chosen)]
-        prior0 = (np.asarray(self.fresh_model.predict(context, list(candidates)), float)
+    def on_round(self, search, pool: list, chosen: list[int], scores: np.ndarray) -> None:
+        """In the full round: the task's best so far, and every pool candidate's scores."""
+        if search.rounds != self.full_round:
+            return
+        if search.hist_y:
+            best = max(search.hist_y)  # throughput; 0: every measurement failed
+            self.history_best_s = 1.0 / best if best else None
+        picked = set(chosen)
+        order = chosen + [i for i in range(len(pool)) if i not in picked]
+        candidates = [pool[i] for i in order]
+        prior0 = (np.asarray(self.fresh_model.predict(search.context, candidates), float)
                   if self.fresh_model is not None else [None] * len(candidates))
         variants = {}
         for name, model in self.variants.items():
             if self.measured[0]:
-                model.update(context, *self.measured)
-            variants[name] = np.asarray(model.predict(context, list(candidates)), float)
-        for n, (cand, i, p0) in enumerate(zip(candidates, order, prior0)):
-            self._pending[structural_hash(cand.sch.mod)] = len(self.rows)
-            row = {"prior": float(last["prior"][i]), "picked": i in set(chosen),
+                model.update(search.context, *self.measured)
+            variants[name] = np.asarray(model.predict(search.context, candidates), float)
+        for n, (i, p0) in enumerate(zip(order, prior0)):
+            row = {"prior": float(scores[i]), "picked": i in picked,
                    "prior0": None if p0 is None else float(p0), "seconds": None}
             if variants:
                 row["variants"] = {name: float(v[n]) for name, v in variants.items()}
             self.rows.append(row)
-            self.mods.append(cand.sch.mod)
+            self.mods.append(pool[i].sch.mod)
 
 
 def expected_best_of_random(seconds: list[float], n: int) -> float:
@@ -246,8 +199,9 @@ def choice_bests(rows: list[dict], full_round: int) -> dict[str, int]:
 
 def measure_pool(task, overrides: list[str], seed: int, full_round: int,
                  variants: list[tuple[str, list[str]]] = ()) -> dict:
-    """Tune ``task`` (a :class:`tuner.engine.tasks.TaskInfo`) to round ``full_round``,
-    measure that round's whole pool, then time the schedules compared a second time.
+    """Tune ``task`` (a :class:`tuner.engine.tasks.TaskInfo`) to round ``full_round``
+    (``BATCH`` a round), then measure that round's whole pool as the BO search saw it, and
+    time the schedules compared a second time.
     ``variants``: ``(name, overrides)`` of other cost models that adapt on the same
     measurements and score the same pool (:class:`PoolRecorder`).
 
@@ -261,27 +215,29 @@ def measure_pool(task, overrides: list[str], seed: int, full_round: int,
     from tuner.app.tuning import build_cost_model
     from tuner.engine.targets import resolve_target
 
-    big = 1 << 12  # a whole pool fits in one round; the recorder stops the task
-    overrides = [*overrides, f"trials={big}", f"trials_per_round={big}", f"seed={seed}"]
+    import tuner.search.bo as bo
+
+    overrides = [*overrides, f"trials={full_round * BATCH}", f"trials_per_round={BATCH}",
+                 f"seed={seed}"]  # the task stops after the full round
     info = resolve_target("llvm")
+
     def model(more: list[str]):
         cfg = load_tune_config(overrides=[*overrides, *more])
         return build_cost_model(with_model_sources(cfg, info), info)
 
     recorder = PoolRecorder(full_round, model([]),
                             {name: model(more) for name, more in variants})
-    undo = recorder.install()
-    try:
+    with bo.observing(recorder):
         tuned = tune_tasks([task], overrides, prefix="pool-headroom-")
-    finally:
-        undo()
     rows = recorder.rows
+    runner = {k: v for k, v in dataclasses.asdict(tuned.cfg.runner).items()
+              if k not in ("kind", "rpc")}  # timed locally, as the local runner does
+    for row, secs in zip(rows, measure(recorder.mods, info, runner)):
+        row["seconds"] = secs
     ok = [i for i, r in enumerate(rows) if r["seconds"] is not None]
     pool_top = sorted(ok, key=lambda i: rows[i]["seconds"])[:RETIMED]
     again = sorted({*pool_top, *(i for i in choice_bests(rows, full_round).values()
                                  if rows[i]["seconds"])})
-    runner = {k: v for k, v in dataclasses.asdict(tuned.cfg.runner).items()
-              if k not in ("kind", "rpc")}  # timed again locally, as the local runner does
     for i, secs in zip(again, measure([recorder.mods[i] for i in again], info, runner)):
         rows[i]["seconds_again"] = secs
     return {"seed": seed, "round": full_round, "history_best_s": recorder.history_best_s,
@@ -465,8 +421,6 @@ def markdown(doc: dict) -> str:
 
 def main() -> None:
     args = _parse()
-    sys.path.insert(0, REPO)
-    os.chdir(REPO)
     show_slow_steps()
     os.makedirs(args.runs_dir, exist_ok=True)
     variants = named_overrides(args.variants, "--variants")
@@ -484,7 +438,7 @@ def main() -> None:
         if runs[-1].get("variants", {}) != wanted:
             raise SystemExit(f"{path} was scored by the variants {runs[-1].get('variants', {})}"
                              f", not {wanted}: give the same --variants, or another --runs-dir")
-    doc = {**provenance("pool_headroom.py"), "config": args.config, "seeds": args.seeds,
+    doc = {**provenance("experiments.pool_headroom"), "config": args.config, "seeds": args.seeds,
            "workloads": args.workloads, "rounds": args.rounds, "variants": wanted,
            "measured": measured_span(runs),
            "summary": summarize(runs),

@@ -21,11 +21,16 @@ Each round:
 
 Measurements that failed enter the GP as zero throughput. The GP runs on CUDA or ROCm when
 torch sees one, on the CPU otherwise.
+
+Experiments that study the search watch its rounds through :data:`OBSERVERS` (none by
+default; :func:`observing` adds one for a while).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from tvm.ir.utils import derived_object
@@ -40,6 +45,33 @@ from tuner.search.knobs import KnobSpace
 from tuner.search.params import BOConfig
 
 logger = logging.getLogger(__name__)
+
+#: Observers of every :class:`BatchBOSearch`'s rounds; empty unless an experiment adds one
+#: (:func:`observing`). An observer may define ``on_round(search, pool, chosen, scores)``,
+#: called once a round's batch is chosen (``pool``: the round's candidates, ``chosen``: the
+#: indices of the batch in it, ``scores``: the cost model's score of each), and
+#: ``on_results(search, candidates, results)``, called with each batch's measurements. They
+#: watch only: what they return is ignored.
+OBSERVERS: list = []
+
+
+@contextmanager
+def observing(observer) -> Iterator:
+    """Add ``observer`` to :data:`OBSERVERS` for the ``with`` block (removed even if it
+    raises)."""
+    OBSERVERS.append(observer)
+    try:
+        yield observer
+    finally:
+        OBSERVERS.remove(observer)
+
+
+def _notify(event: str, *args) -> None:
+    """Call ``event`` on each observer that defines it."""
+    for observer in list(OBSERVERS):
+        hook = getattr(observer, event, None)
+        if hook is not None:
+            hook(*args)
 
 
 @derived_object
@@ -197,6 +229,8 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
                       key=lambda i: -pool_prior[i])
         self.leftover = [pool[i] for i in rest[: self.params.carry]]
         self.rounds += 1
+        if OBSERVERS:
+            _notify("on_round", self, list(pool), list(chosen), np.array(pool_prior))
         return [pool[i] for i in chosen]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
@@ -211,6 +245,8 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
             self.hist_y.append(0.0 if secs is None else 1.0 / secs)
         self.trials += len(results)
         self._trim_history()
+        if OBSERVERS:
+            _notify("on_results", self, cands, list(results))
 
     def _trim_history(self) -> None:
         """Keep the best half and the most recent rest of ``max_history`` measurements."""
