@@ -18,8 +18,8 @@ Usage:
     python -m bench.trial_overhead --seeds 0 1 2 --trials 32 \
         --out docs/bench/trial_overhead.json --markdown docs/bench/trial_overhead.md
     python -m bench.trial_overhead --variants metatune:256 metatune:512 \
-        --seeds 0 1 2 3 4 --trials 64 --out docs/bench/search_population.json \
-        --markdown docs/bench/search_population.md
+        --seeds 0 1 2 3 4 --trials 64 --out docs/lab/search/search_population.json \
+        --markdown docs/lab/search/search_population.md
 """
 
 from __future__ import annotations

@@ -44,15 +44,15 @@ not change with the defaults):
 - ``1-way-long-zero-shot``: ``1-way-long`` with the query loss before adapting in the
   meta-objective too (``meta.zero_shot_weight=1``), so that the initial weights score a
   task on the targets' scale before any measurement (MSE(D) at k = 0); won on the
-  validation workloads (``docs/adaptation-ablation-zero-shot-val.md``) but did not tune
-  better (``docs/bench/zero-shot-tuning.md``), so it is not the default.
+  validation workloads (``docs/lab/cost-model/adaptation-ablation-zero-shot-val.md``) but
+  did not tune better (``docs/lab/tuning/zero-shot-tuning.md``), so it is not the default.
 
 Usage:
     python -m experiments.adaptation_ablation --data data/llvm-icelake-server
     python -m experiments.adaptation_ablation --data ... --variants maml meta-sgd \
         --limit 6 --seeds 0
     python -m experiments.adaptation_ablation --data ... --variants maml-mse+rank maml-list \
-        maml-mse+list --val-only --out docs/adaptation-ablation-listwise
+        maml-mse+list --val-only --out docs/lab/cost-model/adaptation-ablation-listwise
 Checkpoints go to ``work/ablation/<dataset>/<graph>/`` (kept: a rerun skips trained ones).
 """
 
@@ -120,7 +120,7 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--val-only", action="store_true",
                    help="stop after the choice on the validation workloads")
     p.add_argument("--work", default="work/ablation")
-    p.add_argument("--out", default="docs/adaptation-ablation")
+    p.add_argument("--out", default="docs/lab/cost-model/adaptation-ablation")
     return p.parse_known_args(argv)  # the rest goes to model_accuracy.py
 
 

@@ -2,8 +2,8 @@
 """Does the online adaptation fit the task's measurements, and does the fit carry over?
 
 Issue 13's goal is a ranking that climbs with the task's own measurements (k = 0 -> 64),
-and every adaptation variant so far stayed flat (``docs/model-accuracy*.md``). Flat can
-mean two things: the adaptation barely moves the model (it does not even fit the k
+and every adaptation variant so far stayed flat (``docs/lab/cost-model/model-accuracy*.md``).
+Flat can mean two things: the adaptation barely moves the model (it does not even fit the k
 samples it adapted on), or it fits them and what it learns does not carry to the task's
 other candidates. This benchmark tells them apart: for each adaptation setting (steps,
 step size, scope) it scores the pairwise accuracy on the support set (the k samples
@@ -55,7 +55,7 @@ def _parse() -> argparse.Namespace:
                    help="random: k random samples; top: the model's own top k, the query "
                         "set its next --query (as the tuner measures)")
     p.add_argument("--limit", type=int, default=None, help="first N workloads only")
-    p.add_argument("--out", default="docs/adaptation-fit")
+    p.add_argument("--out", default="docs/lab/cost-model/adaptation-fit")
     return p.parse_args()
 
 

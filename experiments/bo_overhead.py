@@ -8,8 +8,9 @@ the tuner logs (``rounds.jsonl``: search = proposing the batch, update = committ
 fine-tuning the cost model, measure = building and running the batch).
 
 Usage:
-    python -m experiments.bench_bo_overhead --presets meta-BO-T meta-BO xgb --seeds 0 1 2 \
-        --trials 128 --out docs/bench/bo_overhead.json --markdown docs/bench/bo_overhead.md
+    python -m experiments.bo_overhead --presets meta-BO-T meta-BO xgb --seeds 0 1 2 \
+        --trials 128 --out docs/lab/search/bo_overhead.json \
+        --markdown docs/lab/search/bo_overhead.md
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--trials", type=int, default=128)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--out", default="docs/bench/bo_overhead.json")
-    p.add_argument("--markdown", default="docs/bench/bo_overhead.md")
+    p.add_argument("--out", default="docs/lab/search/bo_overhead.json")
+    p.add_argument("--markdown", default="docs/lab/search/bo_overhead.md")
     p.add_argument("--worker", nargs=3, metavar=("PRESET", "SEED", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
     args = p.parse_args()

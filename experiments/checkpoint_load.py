@@ -9,7 +9,7 @@ needs included; ``torch`` and this repository's modules imported before the cloc
 as the tuner has them by then).
 
 Usage:
-    python -m experiments.checkpoint_load --repeats 5 --out docs/bench/checkpoint-load
+    python -m experiments.checkpoint_load --repeats 5 --out docs/lab/compile/checkpoint-load
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", default="checkpoints/llvm-znver4-super.ckpt")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--out", default="docs/bench/checkpoint-load")
+    p.add_argument("--out", default="docs/lab/compile/checkpoint-load")
     args = p.parse_args()
     prov = provenance("experiments.checkpoint_load")
     seconds: dict[str, list[float]] = {w: [] for w in WAYS}

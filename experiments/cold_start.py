@@ -13,11 +13,11 @@ kind; never trained on, and not the framework comparison's held-out network task
 that choices made here are not tuned on the benchmark's tasks. A workload named
 ``network/task`` (e.g. ``resnet-18/fused_conv2d1_add1_relu11``, as ``tune.py`` lists a
 built-in network's tasks) is that network's task instead: for reports on held-out tasks,
-such as one CPU's checkpoint tuning on another (``docs/bench/cross-cpu-tuning.md``).
+such as one CPU's checkpoint tuning on another (``docs/lab/tuning/cross-cpu-tuning.md``).
 
 With ``--trials-per-round`` below ``--trials`` each run tunes several rounds, and the page
 compares configurations after the whole budget: the same A/B of tune settings over full
-runs (e.g. the RL search's settings, ``docs/bench/rl_settings.md``), still on workloads no
+runs (e.g. the RL search's settings, ``docs/lab/search/rl_settings.md``), still on workloads no
 report is made on.
 
 Runs are recorded one JSON each under ``--runs-dir`` as they finish: rerun to resume.
@@ -71,8 +71,8 @@ def _parse() -> argparse.Namespace:
                    help="also compare the runs' best after these many trials (from their "
                         "curves), e.g. 64 of a 128-trial run")
     p.add_argument("--checkpoint-json", default="checkpoints/llvm-icelake-server-super.json")
-    p.add_argument("--runs-dir", default="docs/bench/runs/cold_start")
-    p.add_argument("--out", default="docs/bench/cold_start")
+    p.add_argument("--runs-dir", default="docs/lab/search/runs/cold_start")
+    p.add_argument("--out", default="docs/lab/search/cold_start")
     return p.parse_args()
 
 

@@ -4,9 +4,10 @@ convolutions by a model trained on the generated workloads or on other networks'
 
 A cost model trained on the generated training split (``train``: the paper's Table 2
 shapes) ranks the held-out network convolutions at 0.60-0.68 pairwise before it has
-measured anything (``docs/model-accuracy.md``), while another CPU's measured run times of
-the same schedules rank them at 0.77-0.86 (``docs/ranking-ceiling.md``). This asks how
-much of the gap is the training data's distribution: leaving one network out at a time,
+measured anything (``docs/lab/cost-model/model-accuracy.md``), while another CPU's measured
+run times of the same schedules rank them at 0.77-0.86
+(``docs/lab/cost-model/ranking-ceiling.md``). This asks how much of the gap is the training
+data's distribution: leaving one network out at a time,
 MetaSchedule's XGBoost (the per-store features and objective of xgb-Xfer's base model,
 :func:`tuner.models.xgb_transfer.train_base_booster`) is trained on
 
@@ -65,7 +66,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-data", help="the dataset whose training split is 'generated' "
                                         "(default: --data)")
     p.add_argument("--cache-dir", default="work/cache")
-    p.add_argument("--out", default="docs/data-shift")
+    p.add_argument("--out", default="docs/lab/cost-model/data-shift")
     p.add_argument("--gcn", nargs="+", metavar="NETWORK",
                    help="train the GCN on the training split plus every other network's "
                         "held-out convs and score these networks' convs (see above)")

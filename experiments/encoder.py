@@ -10,8 +10,8 @@ on the same candidates, and the two encoders' graphs are compared (the largest f
 difference, and whether every edge list is the same).
 
 Usage:
-    python -m experiments.bench_encoder --candidates 256 --baseline 41262fe \
-        --out docs/bench/encoder.json --markdown docs/bench/encoder.md
+    python -m experiments.encoder --candidates 256 --baseline 41262fe \
+        --out docs/lab/cost-model/encoder.json --markdown docs/lab/cost-model/encoder.md
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--baseline", help="a git revision whose encoder is timed side by side")
-    p.add_argument("--out", default="docs/bench/encoder.json")
-    p.add_argument("--markdown", default="docs/bench/encoder.md")
+    p.add_argument("--out", default="docs/lab/cost-model/encoder.json")
+    p.add_argument("--markdown", default="docs/lab/cost-model/encoder.md")
     args = p.parse_args()
     import torch
 

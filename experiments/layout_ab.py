@@ -19,8 +19,8 @@ again and timed minutes later, 0.83x). So as soon as both layouts of a stage are
 both work dirs are compiled in one process and timed interleaved (NCHW, NHWC, NHWC, NCHW,
 ... ``--rounds`` times each), and the verdict uses these paired medians.
 
-Every finished stage is recorded in ``docs/bench/runs/layout-ab/<LAYOUT>/``, its paired
-timing in ``docs/bench/runs/layout-ab/paired/``, so the command resumes after an
+Every finished stage is recorded in ``docs/lab/compile/runs/layout-ab/<LAYOUT>/``, its paired
+timing in ``docs/lab/compile/runs/layout-ab/paired/``, so the command resumes after an
 interruption, and ``--report-only`` rewrites the page.
 
     python -m experiments.layout_ab                       # about 2.5 hours on 2 cores
@@ -42,8 +42,8 @@ from bench.pytorch_parity import load_record, run_stage, slug
 NETWORKS = ("torchvision.models:resnet34", "torchvision.models:mnasnet0_5",
             "torchvision.models:regnet_x_400mf")
 LAYOUTS = ("NCHW", "NHWC")
-RUNS = os.path.join(REPO, "docs", "bench", "runs", "layout-ab")
-OUT = os.path.join(REPO, "docs", "bench", "layout-ab")
+RUNS = os.path.join(REPO, "docs", "lab", "compile", "runs", "layout-ab")
+OUT = os.path.join(REPO, "docs", "lab", "compile", "layout-ab")
 
 
 def runs_dir(layout: str) -> str:
@@ -127,7 +127,7 @@ def write_page(networks: list[str], seeds: list[int], budgets: list[int]) -> Non
              "`tune.py` (default preset, meta-BO-T) in each layout, to each budget in turn "
              "(the larger budget resumes the work dir), and the compiled network is timed "
              "beside PyTorch eager in the same `tune.py` run. Both layouts of a stage run "
-             "back to back. Records: `docs/bench/runs/layout-ab/`.", "",
+             "back to back. Records: `docs/lab/compile/runs/layout-ab/`.", "",
              "The networks are not among those the benchmarks report on; the rule was fixed "
              "before the runs: NHWC stays the default when the geometric mean over "
              "(network, seed) of NHWC / NCHW tuned latency is below 1 at the largest budget. "

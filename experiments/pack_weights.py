@@ -11,7 +11,7 @@ network does); ``nhwc``: packed, and the convolutions converted to NHWC (the tra
 this inserts at the network's edges are not in the conv tasks: see the network runs).
 
     python -m experiments.pack_weights                     # plain vs packed, resnet-18's convs
-    python -m experiments.pack_weights --arms packed nhwc --out docs/bench/layout
+    python -m experiments.pack_weights --arms packed nhwc --out docs/lab/compile/layout
     python -m experiments.pack_weights --network alexnet --tasks fused_conv2d_add_relu1
 """
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--arms", nargs=2, default=["plain", "packed"], choices=list(ARMS),
                    help="baseline, then challenger (ratios are challenger / baseline)")
-    p.add_argument("--out", default=os.path.join(REPO, "docs/bench/pack_weights"))
+    p.add_argument("--out", default=os.path.join(REPO, "docs/lab/compile/pack_weights"))
     args = p.parse_args(argv)
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target

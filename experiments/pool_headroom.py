@@ -34,7 +34,7 @@ Usage:
     python -m experiments.pool_headroom --workloads resnet-18/fused_conv2d1_add1_relu11 \\
         --layout NHWC --rounds 1 2 --seeds 0 1 2
     python -m experiments.pool_headroom --rounds 5 --variants "s20=metatune.adapt_steps=20" \\
-        --runs-dir docs/bench/runs/adapt-in-tuning --out docs/bench/adapt-in-tuning
+        --runs-dir docs/lab/search/runs/adapt-in-tuning --out docs/lab/search/adapt-in-tuning
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from bench.common import (geomean, measure, measured_span, median, named_overrid
 BATCH = 16  #: candidates a round measures in tuning (``trials_per_round``)
 RETIMED = 5  #: the pool's best schedules measured a second time
 
-DEFAULT_WORKLOADS = [  # the held-out NHWC convs of docs/bench/compiled-correction-tuning.md
+DEFAULT_WORKLOADS = [  # the held-out NHWC convs of docs/lab/tuning/compiled-correction-tuning.md
     "resnet-18/fused_conv2d1_add1_relu11", "resnet-18/fused_conv2d6_add5_relu31",
     "alexnet/fused_conv2d1_add1_relu11", "vgg-16/fused_conv2d5_add2_relu21",
     "squeezenet/fused_conv2d_add_relu1", "squeezenet/fused_conv2d13_add8_relu81"]
@@ -73,8 +73,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--variants", nargs="*", default=[], metavar="NAME=OVERRIDES",
                    help="other online adaptations scored on the same pool: a cost model "
                         "built with these tune overrides, adapted on the task's measurements")
-    p.add_argument("--runs-dir", default="docs/bench/runs/pool-headroom")
-    p.add_argument("--out", default="docs/bench/pool-headroom")
+    p.add_argument("--runs-dir", default="docs/lab/search/runs/pool-headroom")
+    p.add_argument("--out", default="docs/lab/search/pool-headroom")
     return p.parse_args()
 
 

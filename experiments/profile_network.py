@@ -30,7 +30,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=20, help="instrumented network runs")
     p.add_argument("--out", default=None,
                    help="page and JSON path without extension "
-                        "(default docs/bench/profile-<network>)")
+                        "(default docs/lab/compile/profile-<network>)")
     return p.parse_args(argv)
 
 
@@ -173,7 +173,7 @@ def run(argv: list[str] | None = None) -> dict:
         "tasks": rows,
         "other_calls": [{"symbol": s, "calls": c, "us": us} for s, c, us in other],
     }
-    out = args.out or os.path.join(REPO, "docs", "bench", f"profile-{network.name}")
+    out = args.out or os.path.join(REPO, "docs", "lab", "compile", f"profile-{network.name}")
     write_results(out + ".json", out + ".md", doc, _markdown(doc))
     return doc
 

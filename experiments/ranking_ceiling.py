@@ -18,7 +18,7 @@ Usage:
     python -m experiments.ranking_ceiling                      # every pair of data/llvm-* datasets
     python -m experiments.ranking_ceiling --data data/llvm-icelake-server data/llvm-znver4
     python -m experiments.ranking_ceiling --data data/llvm-znver4 data/llvm-znver4-repeat \
-        --split heldout-nhwc --out docs/ranking-noise-znver4
+        --split heldout-nhwc --out docs/lab/cost-model/ranking-noise-znver4
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                         "as bench.model_accuracy's query sets (0: all shared schedules)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                    help="the subsets' seeds (with --query)")
-    p.add_argument("--out", default="docs/ranking-ceiling")
+    p.add_argument("--out", default="docs/lab/cost-model/ranking-ceiling")
     return p.parse_args(argv)
 
 

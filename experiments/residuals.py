@@ -45,15 +45,15 @@ the model, not a setting to choose.
 Usage:
     python -m experiments.residuals --model checkpoints/llvm-znver4-super.ckpt \\
         --data data/llvm-znver4 --repeat data/llvm-znver4-repeat --split heldout-nhwc \\
-        --out docs/residuals-znver4
+        --out docs/lab/cost-model/residuals-znver4
     # the same schedules measured on another CPU: what two CPUs' run times share
     python -m experiments.residuals --model checkpoints/llvm-znver4-super.ckpt \\
         --data data/llvm-znver4 --repeat data/llvm-emeraldrapids --split heldout-nhwc \\
-        --out docs/residuals-znver4-vs-emeraldrapids
+        --out docs/lab/cost-model/residuals-znver4-vs-emeraldrapids
     # and what the compiled code shows (builds every schedule once, cached)
     python -m experiments.residuals --model checkpoints/llvm-emeraldrapids-super.ckpt \\
         --data data/llvm-emeraldrapids --repeat data/llvm-znver4 --split heldout-nhwc \\
-        --compiled --out docs/residuals-compiled-emeraldrapids
+        --compiled --out docs/lab/cost-model/residuals-compiled-emeraldrapids
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
                         "a schedule on 2 cores the first time, cached)")
     p.add_argument("--cache", default="work/cache/compiled",
                    help="where the compiled-code features are kept")
-    p.add_argument("--out", default="docs/residuals")
+    p.add_argument("--out", default="docs/lab/cost-model/residuals")
     return p.parse_args(argv)
 
 

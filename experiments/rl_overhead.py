@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", nargs="+", type=int, default=[16, 32])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--trials", type=int, default=128)
-    p.add_argument("--runs-dir", default=os.path.join(REPO, "docs/bench/runs/rl_overhead"))
-    p.add_argument("--out", default=os.path.join(REPO, "docs/bench/rl_overhead"))
+    p.add_argument("--runs-dir", default=os.path.join(REPO, "docs/lab/search/runs/rl_overhead"))
+    p.add_argument("--out", default=os.path.join(REPO, "docs/lab/search/rl_overhead"))
     p.add_argument("--worker", nargs=5, metavar=("PRESET", "TASK", "SEED", "BATCH", "OUT"),
                    help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="tune config overrides for every run")
