@@ -2,12 +2,11 @@
 
 Each task adapts on its support set with :class:`metatune.maml.InnerLoop` (the code the
 tuner fine-tunes with online) and is scored on its query set; the meta-update (beta)
-follows the mean query loss after adapting, plus ``zero_shot_weight`` times the one
-before (so that the initial weights also score a task before any of its measurements).
-As in the paper the GCN's initial weights stay those of pre-training (``freeze_gcn``);
-what the inner loop adapts (the head, the last GCN layer too, or everything), its loss
-and Meta-SGD's learned step sizes are the ``adapt`` settings, saved in the checkpoint
-with the graph mode and feature version the network was trained on.
+follows the mean query loss after adapting (MAML's objective). As in the paper the GCN's
+initial weights stay those of pre-training (``freeze_gcn``); what the inner loop adapts
+(the head, the last GCN layer too, or everything), its steps and loss are the ``adapt``
+settings, saved in the checkpoint with the graph mode and feature version the network
+was trained on.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from metatune.checkpoint import adapt_settings, build
+from metatune.checkpoint import adapt_settings, build, retired_hparams
 from metatune.graph import FEATURE_VERSION
 from metatune.maml import task_loss
 
@@ -28,12 +27,9 @@ class MetaModule(pl.LightningModule):
     Args:
         in_features, hidden, gcn_layers, head_hidden: :class:`MetaTuneNet` shape.
         beta: Outer (meta) learning rate.
-        adapt: :class:`metatune.maml.AdaptConfig` fields (scope, steps, lr, loss, meta_sgd).
+        adapt: :class:`metatune.maml.AdaptConfig` fields (scope, steps, lr, loss).
         first_order: First-order MAML.
         freeze_gcn: Keep the pre-trained GCN's initial weights fixed.
-        zero_shot_weight: Weight of the query loss *before* adapting in the meta-objective
-            (0: MAML's, the loss after adapting only): the initial weights are then also
-            trained to score a task before any of its measurements, on the targets' scale.
         eval_steps: Inner steps at validation (defaults to ``adapt["steps"]``).
         graph: The graph mode of the training data (``super`` or ``plain``).
         feature_version: :data:`metatune.graph.FEATURE_VERSION` of the training data.
@@ -44,20 +40,22 @@ class MetaModule(pl.LightningModule):
             (:meth:`metatune.calibration.ScaleCalibration.to_dict`), ``None`` if none.
         alpha, inner_steps: Older checkpoints' names of ``adapt["lr"]`` and
             ``adapt["steps"]``; read when ``adapt`` is absent.
+        zero_shot_weight: A retired setting older checkpoints store
+            (:mod:`metatune.retired`): accepted at 0 and dropped, refused otherwise.
     """
 
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
                  head_hidden: int = 64, beta: float = 1e-3,
                  adapt: dict[str, Any] | None = None, first_order: bool = False,
-                 freeze_gcn: bool = True, zero_shot_weight: float = 0.0,
-                 eval_steps: int | None = None,
+                 freeze_gcn: bool = True, eval_steps: int | None = None,
                  graph: str | None = None, feature_version: int | None = FEATURE_VERSION,
                  platform: dict[str, Any] | None = None,
                  calibration: dict[str, Any] | None = None, alpha: float | None = None,
-                 inner_steps: int | None = None) -> None:
+                 inner_steps: int | None = None, zero_shot_weight: float | None = None) -> None:
         super().__init__()
-        adapt = adapt_settings(adapt, alpha, inner_steps).to_dict()  # what is saved
-        self.save_hyperparameters(ignore=["alpha", "inner_steps"])
+        retired_hparams({"zero_shot_weight": zero_shot_weight}, "MetaModule")
+        adapt = adapt_settings(adapt, alpha, inner_steps, "MetaModule").to_dict()  # saved
+        self.save_hyperparameters(ignore=["alpha", "inner_steps", "zero_shot_weight"])
         self.hparams.adapt = adapt
         # the same construction as the tuner's checkpoint reader (metatune.checkpoint)
         self.net, self.inner = build(dict(self.hparams))
@@ -87,16 +85,15 @@ class MetaModule(pl.LightningModule):
         return self.net.embed(batch.x, batch.edge_index, batch.batch)
 
     def meta_objective(self, tasks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The outer loss of a meta-batch: the mean query loss after adapting, plus
-        ``zero_shot_weight`` times the mean query loss before adapting.
+        """The outer loss of a meta-batch: the mean query loss after adapting.
 
         Returns:
-            ``(objective, loss before, loss after)``: three scalars.
+            ``(objective, loss before, loss after)``: three scalars (the objective is the
+            loss after).
         """
         befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks))
         before, after = torch.stack(befores).mean(), torch.stack(afters).mean()
-        weight = self.hparams.zero_shot_weight
-        return (after + weight * before if weight else after), before, after
+        return after, before, after
 
     def training_step(self, tasks, batch_idx: int) -> None:
         opt = self.optimizers()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytorch_lightning as pl
 import torch
+from torch import nn
 
-from metatune.maml import task_loss, top_weighted_mse
+from metatune.maml import check_loss, task_loss
 from metatune.model import MetaTuneNet
 
 
@@ -17,31 +18,27 @@ class PretrainModule(pl.LightningModule):
         in_features, hidden, gcn_layers, head_hidden: :class:`MetaTuneNet` shape.
         lr: Adam learning rate (gamma in Algorithm 1).
         weight_decay: Adam weight decay.
-        loss: One of :data:`metatune.maml.LOSSES`: MSE over the batch plus, for ``rank`` or
-            ``list``, that ranking loss over each workload's graphs in the batch (graphs
-            carry their workload in ``wid``; batch them with
+        loss: One of :data:`metatune.maml.LOSSES`: MSE over the batch plus, for
+            ``mse+rank``, the pairwise rank loss over each workload's graphs in the batch
+            (graphs carry their workload in ``wid``; batch them with
             :class:`datamodules.graphs.WorkloadBatchSampler`), averaged over workloads.
-        top_weight: The MSE part weighted towards the good candidates
-            (:func:`metatune.maml.top_weighted_mse`; 0: plain MSE).
     """
 
     def __init__(self, in_features: int, hidden: int = 64, gcn_layers: int = 2,
                  head_hidden: int = 64, lr: float = 1e-3, weight_decay: float = 0.0,
-                 loss: str = "mse", top_weight: float = 0.0) -> None:
+                 loss: str = "mse") -> None:
         super().__init__()
+        check_loss(loss, "pretrain.loss")
         self.save_hyperparameters()
         self.net = MetaTuneNet(in_features, hidden, gcn_layers, head_hidden)
 
     def model_step(self, batch) -> torch.Tensor:
         pred = self.net(batch.x, batch.edge_index, batch.batch)
         y = batch.y.view(-1)
-        kind = self.hparams.loss
-        loss = (top_weighted_mse(pred, y, self.hparams.top_weight) if "mse" in kind
-                else pred.sum() * 0.0)
-        ranking = kind.replace("mse", "").strip("+")
-        if ranking:
+        loss = nn.functional.mse_loss(pred, y)
+        if "rank" in self.hparams.loss:
             groups = [batch.wid == w for w in torch.unique(batch.wid)]
-            terms = [task_loss(pred[m], y[m], ranking) for m in groups if int(m.sum()) > 1]
+            terms = [task_loss(pred[m], y[m], "rank") for m in groups if int(m.sum()) > 1]
             if terms:
                 loss = loss + torch.stack(terms).mean()
         return loss

@@ -4,7 +4,7 @@ A checkpoint is the file Lightning writes for :class:`lightning_modules.meta.Met
 (``hyper_parameters`` and a ``state_dict`` of ``net.*`` and ``inner.*`` tensors). The
 tuner only needs those two entries, so it reads them with ``torch.load`` (tensors and
 plain containers only, ``weights_only=True``) instead of importing Lightning: 1.49 s
-against 3.23 s in a fresh process (``docs/bench/checkpoint-load.md``). :func:`build` is
+against 3.23 s in a fresh process (``docs/lab/compile/checkpoint-load.md``). :func:`build` is
 the one place that turns the settings into modules, for the Lightning module and for
 this reader.
 """
@@ -18,6 +18,8 @@ import torch
 from metatune.errors import CheckpointError
 from metatune.maml import AdaptConfig, InnerLoop
 from metatune.model import MetaTuneNet
+from metatune.safe_load import load_tensors
+from metatune.retired import RETIRED_ADAPT, RETIRED_HPARAMS, check_stored
 
 #: What to do about a checkpoint that cannot be used.
 ADVICE = "retrain it with python train.py"
@@ -26,48 +28,71 @@ SHAPE_DEFAULTS = {"hidden": 64, "gcn_layers": 2, "head_hidden": 64}
 
 
 def adapt_settings(adapt: dict[str, Any] | None, alpha: float | None = None,
-                   inner_steps: int | None = None) -> AdaptConfig:
+                   inner_steps: int | None = None, where: str = "?") -> AdaptConfig:
     """The adaptation a checkpoint was meta-trained for.
 
     Args:
-        adapt: The saved ``adapt`` settings (:class:`AdaptConfig` fields).
+        adapt: The saved ``adapt`` settings (:class:`AdaptConfig` fields; retired ones
+            at their off value are dropped, :data:`metatune.retired.RETIRED_ADAPT`).
         alpha, inner_steps: Older checkpoints' names of ``adapt["lr"]`` and
             ``adapt["steps"]``, read when ``adapt`` is absent.
+        where: The checkpoint, for the message about a retired setting.
 
     Returns:
         The :class:`AdaptConfig` (its defaults for what neither gives).
 
     Raises:
-        metatune.errors.ConfigError: A setting out of range; TypeError: an unknown one.
+        CheckpointError: A retired setting stored on (e.g. Meta-SGD).
+        metatune.errors.ConfigError: A setting out of range or a retired loss;
+            TypeError: an unknown setting.
     """
     if adapt is None:  # a checkpoint from before the adapt settings existed
         legacy = {"lr": alpha, "steps": inner_steps}
         adapt = {k: v for k, v in legacy.items() if v is not None}
-    return AdaptConfig(**adapt)
+    return AdaptConfig(**check_stored(adapt, RETIRED_ADAPT, where, "meta.adapt."))
 
 
-def build(hparams: dict[str, Any]) -> tuple[MetaTuneNet, InnerLoop]:
+def retired_hparams(hparams: dict[str, Any], where: str = "?") -> dict[str, Any]:
+    """A checkpoint's settings without the retired ones stored at their off value
+    (:data:`metatune.retired.RETIRED_HPARAMS`, e.g. ``zero_shot_weight=0``).
+
+    Raises:
+        CheckpointError: A retired setting stored on.
+    """
+    return check_stored(hparams, RETIRED_HPARAMS, where, "meta.")
+
+
+def build(hparams: dict[str, Any], where: str = "?") -> tuple[MetaTuneNet, InnerLoop]:
     """A fresh network and inner loop of the shape and adaptation ``hparams`` describe.
 
     Args:
         hparams: ``in_features`` and optionally ``hidden``, ``gcn_layers``,
             ``head_hidden`` (:data:`SHAPE_DEFAULTS`), ``adapt`` (or the older ``alpha`` /
             ``inner_steps``), as :class:`lightning_modules.meta.MetaModule` saves them.
+        where: The checkpoint they come from, for messages.
 
     Returns:
         ``(net, inner)`` with random weights.
+
+    Raises:
+        CheckpointError: A retired adaptation setting stored on.
     """
     shape = {k: hparams.get(k, v) for k, v in SHAPE_DEFAULTS.items()}
     net = MetaTuneNet(hparams["in_features"], shape["hidden"], shape["gcn_layers"],
                       shape["head_hidden"])
     adapt = adapt_settings(hparams.get("adapt"), hparams.get("alpha"),
-                           hparams.get("inner_steps"))
+                           hparams.get("inner_steps"), where)
     return net, InnerLoop(net, adapt)
 
 
 def _reason(err: Exception) -> str:
     """One line of an exception: torch puts the cause of a refused or mismatched load on
-    a later line than its first (``Unsupported global``, ``size mismatch``)."""
+    a later line than its first (``Unsupported global``, ``size mismatch``); a refused
+    load is worded by :func:`metatune.safe_load.load_error` (never torch's advice)."""
+    from metatune.safe_load import load_error, refused
+
+    if refused(err):
+        return load_error(err)
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     key = next((line for line in lines if "Unsupported global" in line
                 or "size mismatch" in line or "key(s)" in line), lines[0] if lines else "")
@@ -89,7 +114,7 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
             not a ``train.py`` checkpoint, or holding more than tensors and plain data).
     """
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_tensors(path)  # weights_only=True: nothing in it runs
         hparams, state = dict(blob["hyper_parameters"]), dict(blob["state_dict"])
     except Exception as err:  # torch raises many types on a bad file
         raise CheckpointError(f"cannot read checkpoint {path!r} ({_reason(err)}); "
@@ -107,12 +132,16 @@ def load(path: str) -> tuple[MetaTuneNet, InnerLoop, dict[str, Any]]:
         ``(net, inner, hparams)``.
 
     Raises:
-        CheckpointError: The file cannot be read, its settings are not understood, or its
-            weights do not fit the network its settings describe.
+        CheckpointError: The file cannot be read, its settings are not understood or name
+            a retired option turned on, or its weights do not fit the network its settings
+            describe.
     """
     hparams, state = read(path)
     try:
-        net, inner = build(hparams)
+        hparams = retired_hparams(hparams, path)
+        net, inner = build(hparams, path)
+    except CheckpointError:
+        raise
     except Exception as err:  # a missing shape, an unknown or out-of-range setting
         raise CheckpointError(f"checkpoint {path!r} has settings this MetaTune does not "
                               f"understand ({_reason(err)}); {ADVICE}") from err

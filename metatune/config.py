@@ -40,8 +40,8 @@ DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
 #: their seed siblings, ``metatune.ensemble``): the AMD EPYC's, trained on six splits of
 #: three CPUs' data in NCHW and NHWC; chosen on a fourth CPU's validation fold (an Intel
 #: Xeon's googlenet convs in NHWC, against the rocketlake and icelake-server ones:
-#: ``docs/fallback-val-emeraldrapids.md``; until 2026-12-05 the rocketlake Xeon's,
-#: ``docs/training-data-val-znver4.md``).
+#: ``docs/lab/cost-model/fallback-val-emeraldrapids.md``; until 2026-12-05 the rocketlake Xeon's,
+#: ``docs/lab/cost-model/training-data-val-znver4.md``).
 FALLBACK_CHECKPOINT = "llvm-znver4"
 #: Where caches go when a ``cache_dir`` is left ``null`` (encoded graphs, xgb-xfer's model).
 DEFAULT_CACHE_DIR = os.path.join(REPO_ROOT, "work", "cache")
@@ -152,6 +152,10 @@ def _one_line_errors(what: str) -> Iterator[None]:
         yield
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None)
+        from metatune.retired import retired_message
+
+        if (retired := retired_message(key)) is not None:
+            raise ConfigError(f"bad {what} config: {retired}") from err
         where = f" (key {key!r})" if key else ""
         raise ConfigError(f"bad {what} config{where}: {str(err).splitlines()[0]}; see "
                           f"configs/{what}.yaml for the keys and their types") from err

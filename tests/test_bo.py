@@ -78,26 +78,16 @@ def test_posterior_mean_learns_from_the_measurements_on_the_targets_scale():
     assert np.array_equal(posterior_mean(px, prior, hx[:2], np.zeros(2), np.ones(2)), prior)
 
 
-def test_the_kernel_can_compare_the_prediction_too():
-    """``kernel=knobs+prior``: the prediction is one more ARD input (one more lengthscale)
-    and the GP still fits; other kernels are refused, by the config and by the fit."""
+def test_the_kernel_compares_the_knobs_and_the_prediction_sets_the_mean():
+    """The GP's kernel has one lengthscale per knob (the last column, the prediction, only
+    sets the prior mean: the ``knobs+prior`` kernel was retired)."""
     import torch
 
-    from metatune.errors import ConfigError
     from tuner.search.bo_select import fit_gp
 
-    f, hx, px = _toy(24, 64, d=8)
     x = torch.rand(10, 4, dtype=torch.float64)
     y = torch.rand(10, 1, dtype=torch.float64)
     assert fit_gp(x, y).covar_module.base_kernel.lengthscale.shape[-1] == 3
-    assert fit_gp(x, y, kernel="knobs+prior").covar_module.base_kernel.lengthscale.shape[-1] == 4
-    bent = lambda x: f(x) ** 3  # noqa: E731  # ranks as f does, on another scale
-    with_prior = posterior_mean(px, bent(px), hx, bent(hx), f(hx), kernel="knobs+prior")
-    assert np.corrcoef(with_prior, f(px))[0, 1] > 0.9
-    with pytest.raises(ConfigError, match="search_params.bo.kernel"):
-        BOConfig(kernel="embed")
-    with pytest.raises(ValueError, match="knobs\\+prior"):
-        fit_gp(x, y, kernel="knobs+embed")
 
 
 def test_a_failed_gp_fit_leaves_the_cost_models_prediction(monkeypatch):

@@ -60,7 +60,6 @@ def test_one_default_per_setting():
     assert train.out == default_checkpoint(SHIPPED_DATASET, graph=DEFAULT_GRAPH)
     # the tuner adapts with the checkpoint's code, scope and loss, for longer (one default)
     assert (tune.metatune.adapt_steps, tune.metatune.adapt_lr) == (ONLINE_STEPS, ONLINE_LR)
-    assert tune.metatune.adapt_scope is None
     assert train.meta.adapt == AdaptConfig()
 
 
@@ -75,7 +74,6 @@ def test_one_default_per_setting():
     ("search=annealing", "evolutionary"),
     ("search_params.bo.cold_population=-1", "cold_"),
     ("metatune.graph=fancy", "metatune.graph='fancy': choose super or plain"),
-    ("metatune.adapt_scope=everything", "adapt_scope='everything': choose one of head"),
     ("predict_unmeasured.candidates=0", "predict_unmeasured"),
     ("runner.timeout_sec=0", "runner.timeout_sec"),
     ("builder.timeout_sec=-1", "builder.timeout_sec"),
@@ -85,6 +83,37 @@ def test_one_default_per_setting():
 def test_bad_values_raise_config_error(override, message):
     with pytest.raises(ConfigError, match=message) as err:
         load_tune_config(overrides=[override])
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("override", [
+    "metatune.blend_k0=64", "metatune.compiled_correction=true", "metatune.compiled_top=32",
+    "metatune.adapt_scope=last_gcn", "search_params.bo.kernel=knobs",
+])
+def test_a_retired_tune_option_is_refused_as_retired(override, tmp_path):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=f"{key} is retired: .*docs/.*da885ad") as err:
+        load_tune_config(overrides=[override])
+    assert "\n" not in str(err.value)
+    old = tmp_path / "old.yaml"  # an old config file that still lists it, at its default
+    section, name = key.rsplit(".", 1)
+    old.write_text("".join(f"{'  ' * i}{part}:\n" for i, part in enumerate(section.split(".")))
+                   + f"{'  ' * (section.count('.') + 1)}{name}: 0\n")
+    with pytest.raises(ConfigError, match=f"{key} is retired"):
+        load_tune_config(str(old))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("meta.zero_shot_weight=1", "meta.zero_shot_weight is retired"),
+    ("meta.adapt.context=32", "meta.adapt.context is retired"),
+    ("meta.adapt.meta_sgd=true", "meta.adapt.meta_sgd is retired"),
+    ("pretrain.top_weight=4", "pretrain.top_weight is retired"),
+    ("meta.adapt.loss=list", "loss 'list' is retired"),
+    ("pretrain.loss=rank", "loss 'rank' is retired"),
+])
+def test_a_retired_train_option_is_refused_as_retired(override, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_train_config(overrides=[override, "pretrain.per_workload=16"])
     assert "\n" not in str(err.value)
 
 
@@ -128,7 +157,7 @@ def test_null_paths_are_the_repositorys_from_any_directory(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     cfg = load_tune_config()
     assert cfg.work_dir is None and cfg.metatune.checkpoint is None  # decided at run time
-    assert cfg.xfer.data is None  # chosen for the target (tuner.engine.platforms)
+    assert cfg.xfer.data is None  # chosen for the target (tuner.app.checkpoints)
     assert cfg.xfer.cache_dir == os.path.join(REPO_ROOT, "work", "cache")
     train = load_train_config()
     assert train.data_dir == os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)

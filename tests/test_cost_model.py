@@ -126,6 +126,52 @@ def test_checkpoint_with_unknown_settings_or_stray_weights_is_refused(tmp_path):
         load_net(str(odd), graph="plain")
 
 
+def test_every_shipped_checkpoint_loads_with_its_retired_settings_off():
+    """The shipped checkpoints store retired settings at their off value (``context=0``,
+    ``meta_sgd=false``, ``zero_shot_weight=0``): they load, the settings dropped."""
+    import glob
+
+    from metatune.checkpoint import load, read
+    from metatune.config import REPO_ROOT
+
+    paths = sorted(glob.glob(f"{REPO_ROOT}/checkpoints/*.ckpt"))
+    assert paths
+    for path in paths:
+        hparams, _ = read(path)
+        net, inner, _ = load(path)
+        assert inner.cfg.loss == "mse+rank" and inner.cfg.scope == "head", path
+        assert "context" not in inner.cfg.to_dict() and not list(inner.parameters())
+        if "zero_shot_weight" in hparams:
+            assert hparams["zero_shot_weight"] == 0.0
+        load_model(path, graph=hparams["graph"])
+
+
+@pytest.mark.parametrize("where, key, value", [
+    ("adapt", "context", 32), ("adapt", "meta_sgd", True), (None, "zero_shot_weight", 1.0),
+])
+def test_a_checkpoint_trained_with_a_retired_option_on_is_refused(tmp_path, where, key, value):
+    from metatune.config import default_checkpoint
+
+    blob = torch.load(default_checkpoint(graph="plain"), map_location="cpu", weights_only=True)
+    (blob["hyper_parameters"][where] if where else blob["hyper_parameters"])[key] = value
+    odd = tmp_path / "odd.ckpt"
+    torch.save(blob, odd)
+    with pytest.raises(CheckpointError, match=f"{key}={value}, an option retired.*retrain") as err:
+        load_net(str(odd), graph="plain")
+    assert "\n" not in str(err.value) and "da885ad" in str(err.value)
+
+
+def test_a_checkpoint_adapting_with_a_retired_loss_is_refused(tmp_path):
+    from metatune.config import default_checkpoint
+
+    blob = torch.load(default_checkpoint(graph="plain"), map_location="cpu", weights_only=True)
+    blob["hyper_parameters"]["adapt"]["loss"] = "list"
+    odd = tmp_path / "odd.ckpt"
+    torch.save(blob, odd)
+    with pytest.raises(CheckpointError, match="loss 'list' is retired"):
+        load_net(str(odd), graph="plain")
+
+
 def test_checkpoint_with_weights_of_another_shape_is_refused(tmp_path):
     from metatune.config import default_checkpoint
 
@@ -183,52 +229,3 @@ def test_a_model_never_trained_on_the_runs_layout_says_so():
     assert model.layout_note("NHWC") is None
 
 
-def test_blend_hands_the_scores_over_to_a_task_local_xgboost(context_and_candidates):
-    ctx, cands = context_and_candidates
-    torch.manual_seed(0)
-    plain = MetaTuneCostModel(model=_fresh())
-    torch.manual_seed(0)
-    blend = MetaTuneCostModel(model=_fresh(), blend_k0=4)
-    # before any measurement the blend is the model alone
-    assert np.allclose(blend.predict(ctx, cands), plain.predict(ctx, cands))
-    secs = np.linspace(1e-3, 4e-3, len(cands))
-    results = [ms.runner.RunnerResult([float(s)], None) for s in secs]
-    results[0] = ms.runner.RunnerResult(None, "failed")  # failures are skipped
-    for model in (plain, blend):
-        model.update(ctx, cands, results)
-    state = blend.tasks[blend._key(ctx)]
-    assert state.local.data_size == len(cands) - 1
-    share = blend.blend_weight(len(cands) - 1)
-    assert share == pytest.approx((len(cands) - 1) / (len(cands) + 3))
-    local = np.asarray(state.local.predict(ctx, cands), dtype=float)
-    expected = (1 - share) * plain.predict(ctx, cands) + share * local
-    assert np.allclose(blend.predict(ctx, cands), expected, atol=1e-6)
-
-
-def test_the_tuner_can_adapt_a_wider_scope_than_the_checkpoint(context_and_candidates):
-    """``metatune.adapt_scope`` widens online fine-tuning (the shipped checkpoint adapts its
-    head): the GCN's last layer then moves with the task's measurements too."""
-    from metatune.maml import SCOPES
-    from tuner.app.tuning import make_cost_model
-    from tuner.models.params import ADAPT_SCOPES, MetaTuneModelConfig
-
-    assert ADAPT_SCOPES == SCOPES  # the config's copy of the list stays the library's
-    ctx, cands = context_and_candidates
-    cfg = MetaTuneModelConfig(ensemble=[], adapt_scope="last_gcn", adapt_steps=3)
-    model = make_cost_model("metatune", num_cores=1, metatune=cfg)
-    assert not model.inner.head_only and model.inner.cfg.steps == 3
-    assert any(n.startswith("convs.") for n in model.inner.names)
-    before = model.predict(ctx, cands)
-    model.update(ctx, cands, [ms.runner.RunnerResult([1e-3 * (i + 1)], None)
-                              for i in range(len(cands))])
-    state = next(iter(model.tasks.values()))
-    assert any(k.startswith("convs.") for k in state.fast)
-    assert not np.allclose(model.predict(ctx, cands), before)
-
-
-def test_blend_k0_must_not_be_negative():
-    from metatune.errors import ConfigError
-    from tuner.models.params import MetaTuneModelConfig
-
-    with pytest.raises(ConfigError, match="blend_k0=-1"):
-        MetaTuneModelConfig(blend_k0=-1)

@@ -106,7 +106,7 @@ def test_an_ensemble_needs_two_members_of_one_graph_mode():
         EnsembleCostModel(models=[_fresh(0), _fresh(1, graph="plain")], graph="super")
 
 
-def test_the_config_makes_an_ensemble_of_shipped_checkpoints_and_refuses_a_blend():
+def test_the_config_makes_an_ensemble_of_shipped_checkpoints():
     from metatune.config import default_checkpoint
     from tuner.app.tuning import make_cost_model
     from tuner.models.params import MetaTuneModelConfig
@@ -115,8 +115,8 @@ def test_the_config_makes_an_ensemble_of_shipped_checkpoints_and_refuses_a_blend
     model = make_cost_model("metatune", num_cores=1,
                             metatune=MetaTuneModelConfig(checkpoint=ckpt, ensemble=[ckpt]))
     assert isinstance(model, EnsembleCostModel) and len(model.members) == 2
-    with pytest.raises(ConfigError, match="blend_k0"):
-        MetaTuneModelConfig(checkpoint=ckpt, ensemble=[ckpt], blend_k0=64)
+    with pytest.raises(ConfigError, match="from_scratch"):
+        MetaTuneModelConfig(checkpoint=ckpt, ensemble=[ckpt], from_scratch=True)
     with pytest.raises(CheckpointError, match="trained on super graphs, not plain"):
         make_cost_model("metatune", num_cores=1,
                         metatune=MetaTuneModelConfig(checkpoint=default_checkpoint(graph="plain"),

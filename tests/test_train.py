@@ -18,7 +18,8 @@ def _overrides(root, **extra) -> list[str]:
             "out": root / "model.ckpt", "pretrain.epochs": 2, "meta.steps": 3,
             "meta.val_every": 3, "meta.ways": 2, "meta.shots": 2, "meta.queries": 2,
             "meta.tasks_per_batch": 2, "meta.val_tasks": 2, "model.hidden": 8,
-            "model.head_hidden": 8, "data.batch_size": 4, "accelerator": "cpu"}
+            "model.head_hidden": 8, "data.batch_size": 4, "accelerator": "cpu",
+            "overwrite": "true"}  # the tests write one checkpoint again and again
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
 
@@ -73,8 +74,7 @@ def test_support_targets_episodes_leave_the_dataset_as_it_was():
 
 def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     result = run_train(load_train_config(overrides=_overrides(tiny_data, fast_dev_run=True)))
-    result = run_train(load_train_config(overrides=[*_overrides(tiny_data),
-                                                    "meta.zero_shot_weight=0.5"]))
+    result = run_train(load_train_config(overrides=[*_overrides(tiny_data), "overwrite=true"]))
     assert "meta/val_query_loss_after" in result["metrics"]
     import json
 
@@ -87,7 +87,7 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     # paths as resolved (relative to the repository only when inside it)
     assert provenance["config"]["out"] == result["checkpoint"] == str(tiny_data / "model.ckpt")
     module = MetaModule.load_from_checkpoint(result["checkpoint"], map_location="cpu")
-    assert module.hparams["zero_shot_weight"] == 0.5  # the meta-objective it was trained on
+    assert "zero_shot_weight" not in module.hparams  # retired: no longer saved
     net = module.net.eval()
     workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
     from torch_geometric.data import Batch
@@ -97,7 +97,7 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     from metatune.checkpoint import load
 
     plain, inner, hparams = load(result["checkpoint"])  # the tuner's reader, no Lightning
-    assert hparams["zero_shot_weight"] == 0.5 and inner.cfg == module.inner.cfg
+    assert inner.cfg == module.inner.cfg
     with torch.no_grad():
         a = net(batch.x, batch.edge_index, batch.batch)
         b = again(batch.x, batch.edge_index, batch.batch)
@@ -111,7 +111,8 @@ def test_fast_dev_run_and_checkpoint_round_trip(tiny_data):
     ("meta.nope=1", "nope"), ("graph=fancy", "super or plain"), ("meta.shots=0", "positive"),
     ("pretrain.lr=fast", "lr"), ("meta.targets=best", "workload, support"),
     ("data.splits=[train,heldout]", "evaluation only"), ("data.splits=[]", "training splits"),
-    ("meta.zero_shot_weight=-1", "zero_shot_weight"), ("pretrain.top_weight=-1", "top_weight"),
+    ("meta.zero_shot_weight=1", "meta.zero_shot_weight is retired"),
+    ("pretrain.top_weight=4", "pretrain.top_weight is retired"),
 ])
 def test_bad_config(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -143,25 +144,15 @@ def test_meta_training_lowers_the_query_loss_after_adaptation(tiny_data):
     assert float(query_loss()) < 0.95 * before
 
 
-def test_zero_shot_weight_adds_the_loss_before_adapting_to_the_meta_objective(tiny_data):
-    """``zero_shot_weight`` w: the meta-objective is the query loss after adapting plus w
-    times the loss before, and the loss before has a gradient on the initial weights."""
-    from itertools import islice
+def test_an_older_checkpoints_retired_zero_shot_weight_loads_at_zero_only():
+    """Lightning passes a checkpoint's saved settings back: ``zero_shot_weight=0`` (what
+    the shipped checkpoints store) is dropped, any other value refused."""
+    from metatune.errors import CheckpointError
 
-    workloads = load_split(str(tiny_data / "ds" / "train"), "super", str(tiny_data / "cache"))
-    tasks = list(islice(iter(EpisodeDataset(workloads, ways=2, shots=3, queries=3, seed=0)), 2))
-    x = torch.cat([g.x for w in workloads for g in w.graphs])
-    torch.manual_seed(0)
-    module = MetaModule(NODE_FEATURES, hidden=8, head_hidden=8,
-                        adapt={"steps": 2, "lr": 0.05, "loss": "mse"}, graph="super",
-                        zero_shot_weight=2.0)
-    module.net.set_normalization(x.mean(0), x.std(0))
-    head = list(module.net.head.parameters())
-    objective, before, after = module.meta_objective(tasks)
-    assert torch.allclose(objective, after + 2.0 * before)
-    grads = torch.autograd.grad(before, head)
-    assert any(float(g.abs().sum()) > 0 for g in grads)  # the term reaches the weights
-
+    module = MetaModule(NODE_FEATURES, hidden=8, head_hidden=8, zero_shot_weight=0.0)
+    assert "zero_shot_weight" not in module.hparams
+    with pytest.raises(CheckpointError, match="zero_shot_weight=2.0, an option retired"):
+        MetaModule(NODE_FEATURES, hidden=8, head_hidden=8, zero_shot_weight=2.0)
 
 def test_two_cpu_processes_train_and_write_the_same_checkpoint_format(tiny_data):
     """DDP (gloo) over two CPU processes: a few steps, one checkpoint the tuner loads."""
@@ -174,7 +165,7 @@ def test_two_cpu_processes_train_and_write_the_same_checkpoint_format(tiny_data)
     result = run_train(cfg)
     model = load_model(result["checkpoint"], graph="super")
     assert model.graph == "super" and model.inner.cfg.steps >= 1
-    blob = torch.load(result["checkpoint"], map_location="cpu", weights_only=False)
+    blob = torch.load(result["checkpoint"], map_location="cpu", weights_only=True)
     assert {"state_dict", "hyper_parameters"} <= set(blob)
 
 
@@ -237,3 +228,22 @@ def test_pretraining_with_a_ranking_loss(tiny_data):
     with pytest.raises(ConfigError, match="not supported yet"):
         load_train_config(overrides=["pretrain.loss=mse+rank", "pretrain.per_workload=4",
                                      "devices=2"])
+
+
+def test_train_never_replaces_a_file_it_was_not_asked_to(tiny_data, tmp_path):
+    """The default checkpoint is the user's (runs/train), never a shipped one; a file at
+    ``out`` (or its .json) is replaced only with overwrite=true, refused before anything
+    slow (issue 63)."""
+    from metatune.config import repo_path
+
+    cfg = load_train_config()
+    assert cfg.out == repo_path("runs", "train", f"{cfg.data_dir.rsplit('/', 1)[-1]}-super.ckpt")
+    assert not cfg.overwrite
+    out = tmp_path / "mine.ckpt"
+    for existing in (out, tmp_path / "mine.ckpt.json"):
+        existing.write_text("keep me")
+        with pytest.raises(ConfigError, match="overwrite=true"):
+            run_train(load_train_config(overrides=[*_overrides(tiny_data, out=out),
+                                                   "overwrite=false"]))
+        assert existing.read_text() == "keep me"
+        existing.unlink()

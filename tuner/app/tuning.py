@@ -11,7 +11,7 @@ from typing import Any
 
 from metatune.config import DEFAULT_DATA_DIR, default_checkpoint
 from metatune.dataset import as_split_dirs
-from metatune.errors import CheckpointError, ConfigError
+from metatune.errors import ConfigError
 from tuner.app.checkpoints import (default_checkpoint_for, default_xfer_data, own_checkpoint,
                                    own_train_command)
 from tuner.app.config import RunnerConfig, SearchParams, TuneConfig
@@ -103,8 +103,7 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
         model = load_model(checkpoint, graph=m.graph, from_scratch=bool(m.from_scratch))
         more = [load_model(c, graph=m.graph) for c in paths]
         for member in [model, *more]:
-            member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr, scope=m.adapt_scope,
-                                  net=member.net)
+            member.inner.override(steps=m.adapt_steps, lr=m.adapt_lr)
         if target is not None:
             own = own_checkpoint(target, m.graph)
             if own and checkpoint and os.path.exists(checkpoint) and os.path.samefile(
@@ -123,8 +122,7 @@ def make_cost_model(name: str, *, num_cores: int, metatune: MetaTuneModelConfig 
                         ", ".join(os.path.basename(c) for c in [checkpoint, *paths]))
             return EnsembleCostModel(models=[model, *more], graph=m.graph,
                                      device=resolve_device(device))
-        return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device),
-                                 blend_k0=m.blend_k0, num_cores=num_cores)
+        return MetaTuneCostModel(model=model, graph=m.graph, device=resolve_device(device))
     if name == "xgb":
         return ms.cost_model.CostModel.create("xgb", num_tuning_cores=num_cores)
     if name == "xgb-xfer":
@@ -157,51 +155,8 @@ def metatune_checkpoints(m: MetaTuneModelConfig, target=None) -> list:
     return [checkpoint, *m.members(checkpoint)]
 
 
-def make_reranker(cfg: TuneConfig, target: TargetInfo, cost_model):
-    """The compiled-code correction of the BO search's short list
-    (:class:`tuner.models.compiled_correction.CompiledReranker`), or ``None`` when
-    ``metatune.compiled_correction`` is off.
-
-    Args:
-        cfg: The tune configuration.
-        target: What is tuned for (the candidates are built for it).
-        cost_model: The MetaTune cost model (:func:`make_cost_model`) whose scores it corrects.
-
-    Raises:
-        ConfigError: On, with another cost model than ``metatune`` or another search than
-            ``bo``.
-        tuner.models.cost_model.CheckpointError: A checkpoint's correction is missing or
-            unreadable.
-    """
-    from tuner.models.compiled_correction import (CompiledReranker, Correction,
-                                                  correction_path)
-
-    m = cfg.metatune
-    if not m.compiled_correction:
-        return None
-    if cfg.cost_model != "metatune" or cfg.search != "bo":
-        raise ConfigError("metatune.compiled_correction=true corrects the MetaTune cost "
-                          "model's scores in the bo search: use cost_model=metatune search=bo "
-                          f"(not {cfg.cost_model} / {cfg.search}), or turn it off")
-    fits = []
-    for checkpoint in metatune_checkpoints(m, target.target):
-        path = correction_path(checkpoint)
-        if not os.path.exists(path):
-            raise CheckpointError(
-                f"metatune.compiled_correction=true: {path} does not exist; fit it (python "
-                f"bench/compiled_correction.py --checkpoint {checkpoint}) or turn the "
-                "correction off (metatune.compiled_correction=false)")
-        fit, prov = Correction.load(path)
-        fits.append(fit)
-        logger.info("compiled-code correction %s: weight %.2f, features built for %s",
-                    os.path.basename(path), fit.weight, prov.get("features_target", "?"))
-    return CompiledReranker(fits, cost_model, target.target, top=m.compiled_top,
-                            workers=cfg.builder.workers or target.num_cores,
-                            timeout_sec=cfg.builder.timeout_sec)
-
-
 def make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
-                budget=None, device: str = "auto", reranker=None):
+                budget=None, device: str = "auto"):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
@@ -217,7 +172,6 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
         budget: The run's :class:`tuner.engine.scheduler.RoundBudget` (cuts each round to
             the size the scheduler sets).
         device: Where BO's GP runs (:mod:`metatune.device`).
-        reranker: BO's compiled-code correction (:func:`make_reranker`), or ``None``.
 
     Raises:
         ConfigError: Unknown name or parameter.
@@ -231,7 +185,7 @@ def make_search(name: str, params: SearchParams | None = None, *, clock=None, se
             ms.search_strategy.EvolutionarySearch(**evolutionary)  # TVM checks the sampler's
         except (TypeError, ValueError) as err:
             raise ConfigError(f"search_params: {err}") from err
-        return NoRepeatSearch(BatchBOSearch(evolutionary, params.bo, seed, device, reranker),
+        return NoRepeatSearch(BatchBOSearch(evolutionary, params.bo, seed, device),
                               clock=clock, budget=budget)
     if name == "rl":
         return NoRepeatSearch(RLSearch(params.rl, seed, device), clock=clock, budget=budget)
@@ -332,8 +286,6 @@ class Session:
         clock: The :class:`tuner.app.rounds.RoundClock` the search reports to.
         search: The search strategy, wrapped to never measure a schedule twice.
         seed: The session's seed (tune contexts' random states, the BO and RL searches).
-        reranker: BO's compiled-code correction (:func:`make_reranker`; its build workers
-            stopped by :meth:`close`), or ``None``.
     """
 
     target: TargetInfo
@@ -343,7 +295,6 @@ class Session:
     clock: RoundClock
     search: Any
     seed: int
-    reranker: Any = None
 
     def contexts(self, tasks: list[TaskInfo], work_dir: str) -> list:
         """One ``TuneContext`` per task (see :func:`make_contexts`), searching with a clone
@@ -356,8 +307,6 @@ class Session:
         """Shut the builder and runner pools down (workers killed if they do not stop)."""
         self.builder.shutdown()
         stop_pool(self.runner.pool)
-        if self.reranker is not None:
-            self.reranker.shutdown()
 
 
 def build_cost_model(cfg: TuneConfig, target: TargetInfo):
@@ -387,7 +336,6 @@ def build_session(cfg: TuneConfig, target: TargetInfo, *,
     """
     resolve_device(cfg.device)  # a GPU asked for and absent: one line, before anything starts
     cost_model = build_cost_model(cfg, target)
-    reranker = make_reranker(cfg, target, cost_model)  # missing: refused before any pool starts
     kinds = (target.kind,)
     runner = make_runner(cfg.runner, kinds, target.num_cores)  # an absent tracker: before any pool
     builder = PersistentBuilder(max_workers=cfg.builder.workers or target.num_cores,
@@ -395,9 +343,9 @@ def build_session(cfg: TuneConfig, target: TargetInfo, *,
     builder.warm_up()
     clock = RoundClock()
     search = make_search(cfg.search, cfg.search_params, clock=clock, seed=cfg.seed,
-                         budget=budget, device=cfg.device, reranker=reranker)
+                         budget=budget, device=cfg.device)
     return Session(target=target, cost_model=cost_model, builder=builder, runner=runner,
-                   clock=clock, search=search, seed=cfg.seed, reranker=reranker)
+                   clock=clock, search=search, seed=cfg.seed)
 
 
 def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_dir: str,

@@ -8,9 +8,6 @@ takes more steps at a larger step size, ``metatune.adapt_steps`` / ``adapt_lr``,
 the checkpoint's validation convs), starting from the meta-learned initial weights each
 time (the MAML recipe), so a handful of measurements adapt it. State is kept per task
 (keyed by the workload's structural hash).
-With ``blend_k0`` > 0 the scores are blended with MetaSchedule's XGBoost trained on the
-task's own measurements, which takes over as they accumulate (``docs/model-accuracy.md``:
-``NAME+xgb``, the same blend scored on the held-out convolutions).
 """
 
 from __future__ import annotations
@@ -215,7 +212,6 @@ class TaskState:
     inputs: list = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     fast: dict | None = None
-    local: object | None = None  # the task-local XGBoost of a blend (not saved)
 
 
 @derived_object
@@ -230,10 +226,6 @@ class MetaTuneCostModel(PyCostModel):
             structural hash): the search scores many candidates several times per round
             (graphs only in the model's own cache, not in a shared ``graph_cache``).
         device: Where the GCN embeds and fine-tunes (graphs are encoded on the CPU).
-        blend_k0: Above 0: blend the scores with MetaSchedule's XGBoost trained on the
-            task's own measurements (all of them, from scratch), weighted
-            ``n / (n + blend_k0)`` after ``n``; 0: the model alone.
-        num_cores: Threads for that XGBoost.
         graph_cache: Where the candidates' graphs are encoded and kept (shared by the
             members of an ensemble, :mod:`tuner.models.ensemble`, so that each candidate is
             encoded once); ``None``: the model's own.
@@ -241,9 +233,7 @@ class MetaTuneCostModel(PyCostModel):
 
     def __init__(self, *, model: TrainedModel, graph: str = MetaTuneModelConfig.graph,
                  max_support: int = 256, cache_size: int = 8192,
-                 device: torch.device | None = None,
-                 blend_k0: float = MetaTuneModelConfig.blend_k0, num_cores: int = 1,
-                 graph_cache: GraphCache | None = None) -> None:
+                 device: torch.device | None = None, graph_cache: GraphCache | None = None) -> None:
         super().__init__()
         self.device = device or torch.device("cpu")
         self.net = model.net.to(self.device).eval()
@@ -251,7 +241,6 @@ class MetaTuneCostModel(PyCostModel):
         for p in [*self.net.parameters(), *self.inner.parameters()]:
             p.requires_grad_(False)
         self.graph = graph
-        self.blend_k0, self.num_cores = float(blend_k0), int(num_cores)
         self.max_support = int(max_support)
         self.tasks: dict[int, TaskState] = {}
         self.cache_size = int(cache_size)
@@ -322,9 +311,6 @@ class MetaTuneCostModel(PyCostModel):
         keep = [i for i, s in enumerate(secs) if s is not None]
         if not keep:
             return
-        if self.blend_k0 > 0:
-            self._update_local(state, context, [candidates[i] for i in keep],
-                               [results[i] for i in keep])
         state.inputs += self._inputs([candidates[i] for i in keep],
                                      None if keys is None else [keys[i] for i in keep])
         state.seconds += [secs[i] for i in keep]
@@ -338,24 +324,9 @@ class MetaTuneCostModel(PyCostModel):
                                     self._stack(state.inputs), targets, first_order=True)
         state.fast = {k: v.detach() for k, v in fast.items()}
 
-    def _update_local(self, state: TaskState, context, candidates, results) -> None:
-        """Train the task-local XGBoost of the blend on every measurement of the task so
-        far (:func:`tuner.models.xgb_transfer.task_xgb`, retrained on each update, as the
-        accuracy benchmark's ``NAME+xgb`` fits it on the k samples)."""
-        from tuner.models.xgb_transfer import task_xgb
-
-        if state.local is None:
-            state.local = task_xgb(self.num_cores)
-        state.local.update(context, candidates, results)
-
-    def blend_weight(self, measured: int) -> float:
-        """The task-local XGBoost's share of the scores after ``measured`` measurements."""
-        return blend_share(measured, self.blend_k0)
-
     def predict(self, context, candidates) -> np.ndarray:
         """Scores (higher is better), a float64 array in the candidates' order: the
-        adapted model's predicted relative throughput, blended with the task-local XGBoost's
-        when ``blend_k0`` is set and the task has measurements."""
+        adapted model's predicted relative throughput."""
         return self.scores(context, candidates)
 
     def member_scores(self, context, candidates, keys: list[int] | None = None) -> np.ndarray:
@@ -375,12 +346,7 @@ class MetaTuneCostModel(PyCostModel):
             else:  # the adapted GCN embeds this task's candidates itself
                 scores = self.inner.predict(self.net, fast,
                                             self._stack(self.graphs(candidates, keys)))
-        out = scores.double().cpu().numpy()
-        share = self.blend_weight(state.local.data_size if state and state.local else 0)
-        if share > 0:
-            local = np.asarray(state.local.predict(context, candidates), dtype=float)
-            out = (1.0 - share) * out + share * local
-        return out
+        return scores.double().cpu().numpy()
 
     def state(self) -> dict:
         """The network and every task's fine-tuning state (what :meth:`save` writes)."""
@@ -465,15 +431,6 @@ def candidate_keys(candidates) -> list[int]:
     from tvm_ffi import structural_hash
 
     return [structural_hash(c.sch.mod) for c in candidates]
-
-
-def blend_share(measured: int, k0: float) -> float:
-    """The task-local XGBoost's share of a blend after ``measured`` measurements of the
-    task: ``measured / (measured + k0)`` (half at ``k0``); 0 without measurements or with
-    ``k0`` <= 0 (no blend)."""
-    if k0 <= 0 or measured <= 0:
-        return 0.0
-    return measured / (measured + k0)
 
 
 def _trim(cache: OrderedDict, size: int) -> None:

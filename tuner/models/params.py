@@ -12,8 +12,6 @@ from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
                              resolve_path, seed_siblings)
 from metatune.errors import ConfigError
 
-#: What online fine-tuning may adapt (:data:`metatune.maml.SCOPES`, which imports torch).
-ADAPT_SCOPES = ("head", "last_gcn", "all")
 #: Online fine-tuning's steps and step size (see :class:`MetaTuneModelConfig`).
 ONLINE_STEPS, ONLINE_LR = 50, 0.05
 
@@ -33,77 +31,46 @@ class MetaTuneModelConfig:
             0.05, ten times meta-training's 5 steps at 0.01, as MAML itself adapts longer
             at test time than in its inner loop: chosen on the checkpoint's validation
             convs, where it ranks the next round's pool better
-            (``docs/bench/adapt-in-tuning-val*.md``) and tunes a little better
-            (``docs/bench/online-adapt*.md``).
-        adapt_lr: Their step size (None: the checkpoint's).
-        adapt_scope: What adapts online: ``head``, ``last_gcn`` or ``all`` (None: the
-            checkpoint's; a wider scope than meta-training's adapts the GCN's graphs, not
-            frozen embeddings, and costs more per round).
-        blend_k0: Above 0: blend the adapted model's scores with MetaSchedule's XGBoost
-            trained on the task's own measurements, weighted ``n / (n + blend_k0)`` after
-            ``n`` of them (the model alone before any); 0: the model alone.
+            (``docs/lab/search/adapt-in-tuning-val*.md``) and tunes a little better
+            (``docs/lab/search/online-adapt*.md``).
+        adapt_lr: Their step size (None: the checkpoint's). What adapts is the
+            checkpoint's (its meta-training's scope).
         ensemble: More checkpoints of the same graph mode (e.g. other training seeds),
             averaged with ``checkpoint`` (:mod:`tuner.models.ensemble`; each adapts on its
             own); ``[]``: ``checkpoint`` alone; ``None``: its seed siblings
             (:func:`metatune.config.seed_siblings`, see :meth:`members`). Made absolute.
-        compiled_correction: Correct the scores of each BO round's short list by the
-            compiled code (:mod:`tuner.models.compiled_correction`): the trees fitted for
-            each checkpoint on its validation workloads, ``<checkpoint>.asm.json``
-            (``python bench/compiled_correction.py --checkpoint ...``); ``search=bo`` only.
-        compiled_top: How many of each round's pool, the best by the model, are built to
-            read their code.
     """
 
     checkpoint: Optional[str] = None
     graph: str = DEFAULT_GRAPH
     from_scratch: bool = False
     adapt_steps: Optional[int] = ONLINE_STEPS  # null: the checkpoint's (meta-training's)
-    adapt_lr: Optional[float] = ONLINE_LR  # null: the checkpoint's (ignored with Meta-SGD)
-    adapt_scope: Optional[str] = None  # null: the checkpoint's (head, last_gcn or all)
-    blend_k0: float = 0.0  # >0: blend with a task-local XGBoost, weight n / (n + blend_k0)
+    adapt_lr: Optional[float] = ONLINE_LR  # null: the checkpoint's
     ensemble: Optional[List[str]] = None  # more checkpoints averaged with it (None: its seeds)
-    compiled_correction: bool = False  # re-rank BO's short list by the compiled code
-    compiled_top: int = 32  # the pool's best this many are built each round
 
     def __post_init__(self) -> None:
-        """Check the graph mode (one spelling), the blend and the ensemble, and resolve the
+        """Check the graph mode (one spelling) and the ensemble, and resolve the
         checkpoints' paths.
 
         Raises:
-            ConfigError: An unknown graph mode, a negative ``blend_k0``, an ensemble
-                with a blend or from scratch, a correction from scratch, ``compiled_top`` < 1,
-                an unknown ``adapt_scope``.
+            ConfigError: An unknown graph mode, or an ensemble from scratch.
         """
         self.graph = check_graph(self.graph, "metatune.graph")
-        if not self.blend_k0 >= 0:
-            raise ConfigError(f"metatune.blend_k0={self.blend_k0}: give 0 (the model alone) "
-                              "or the number of measurements at which a task-local XGBoost "
-                              "weighs as much as the model (e.g. 64)")
         if self.checkpoint:
             self.checkpoint = resolve_path(self.checkpoint)
         if self.ensemble is not None:
             self.ensemble = [resolve_path(str(c)) for c in self.ensemble]
-        if self.adapt_scope is not None and self.adapt_scope not in ADAPT_SCOPES:
-            raise ConfigError(f"metatune.adapt_scope={self.adapt_scope!r}: choose one of "
-                              f"{', '.join(ADAPT_SCOPES)}, or null (the checkpoint's)")
-        if self.compiled_top < 1:
-            raise ConfigError(f"metatune.compiled_top={self.compiled_top}: give how many of "
-                              "each round's pool to build for the correction (e.g. 32)")
-        if self.compiled_correction and self.from_scratch:
-            raise ConfigError("metatune.compiled_correction=true corrects a trained "
-                              "checkpoint's scores: it takes no metatune.from_scratch=true")
-        if self.ensemble and (self.blend_k0 > 0 or self.from_scratch):
+        if self.ensemble and self.from_scratch:
             raise ConfigError("metatune.ensemble averages trained checkpoints, each adapted on "
-                              "its own: it takes neither metatune.blend_k0 > 0 nor "
-                              "metatune.from_scratch=true; drop one or the other")
+                              "its own: it takes no metatune.from_scratch=true; drop one or "
+                              "the other")
 
     def members(self, checkpoint: str | None) -> list[str]:
         """The checkpoints averaged with ``checkpoint``: ``ensemble`` when given, else the
-        seeds shipped beside it (``<name>-seed<N>.ckpt``), none with a blend or from
-        scratch."""
+        seeds shipped beside it (``<name>-seed<N>.ckpt``), none from scratch."""
         if self.ensemble is not None:
             return list(self.ensemble)
-        if self.blend_k0 > 0 or self.from_scratch or not checkpoint:
+        if self.from_scratch or not checkpoint:
             return []
         return seed_siblings(checkpoint)
 

@@ -141,7 +141,7 @@ def base_booster(split_dir: str | list[str], target, num_cores: int, cache_dir: 
 def task_xgb(num_cores: int, base=None):
     """MetaSchedule's XGBoost fitted on exactly one task's measurements: no warm-up and no
     adaptive skipping, so every update retrains on all of them (the accuracy benchmark's
-    ``xgb`` / ``xgb-Xfer`` and the tuner's blend use this one recipe).
+    ``xgb`` / ``xgb-Xfer``).
 
     Args:
         num_cores: XGBoost threads.

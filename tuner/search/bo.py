@@ -8,13 +8,11 @@ Each round:
    previous round stay in the pool (the best ``carry`` of them by the cost model).
    Candidates measured before, in this run or in the database, are dropped. Optionally a
    larger "cold" sampler proposes while the task has no measurement yet
-   (``cold_population``, ``cold_genetic_iters``; ``docs/bench/cold_start.md``). If TVM's
+   (``cold_population``, ``cold_genetic_iters``; ``docs/lab/search/cold_start.md``). If TVM's
    sampler raises, the round uses the carried-over candidates; after four failed draws in
    a row the task stops (with a warning) instead of the whole run.
 2. **Features.** Each candidate's knob vector (:mod:`tuner.search.knobs`) and the cost model's
-   prediction (the MetaTune model fine-tuned online on this task, or any other model),
-   optionally corrected by the compiled code of the pool's best candidates
-   (:mod:`tuner.models.compiled_correction`, ``metatune.compiled_correction=true``).
+   prediction (the MetaTune model fine-tuned online on this task, or any other model).
 3. **Choice.** A GP over knob vectors with the prediction as its prior mean, fitted to this
    task's measurements, picks the batch with a Monte-Carlo batch acquisition
    (:func:`tuner.search.bo_select.select_batch`).
@@ -86,20 +84,15 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
         seed: Seed of the acquisition's sampler.
         device: Where the GP runs (:mod:`metatune.device`: ``auto``, ``cpu``, ``cuda``,
             ``rocm``).
-        reranker: A :class:`tuner.models.compiled_correction.CompiledReranker` that corrects
-            the cost model's scores of the pool's short list by their compiled code (shared
-            by the clones; it scores with the cost model it was made for); ``None``: the
-            cost model's scores as they are.
     """
 
     def __init__(self, evolutionary: dict, params: BOConfig | None = None, seed: int = 0,
-                 device: str = "auto", reranker=None) -> None:
+                 device: str = "auto") -> None:
         super().__init__()
         self.evolutionary = dict(evolutionary)
         self.params = params or BOConfig()
         self.seed = int(seed)
         self.device = resolve_device(device)
-        self.reranker = reranker
         self.inner = None
         self.cold = None
         self.context = None
@@ -196,14 +189,10 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
             sampler.notify_runner_results(list(fresh), [_failed()] * len(fresh))
         return pool
 
-    def _predict(self, candidates: list, pool_from: int = 0) -> np.ndarray:
-        """The cost model's scores of ``candidates`` (zeros without one), corrected by the
-        reranker (if any), which may build the best of ``candidates[pool_from:]``."""
+    def _predict(self, candidates: list) -> np.ndarray:
+        """The cost model's scores of ``candidates`` (zeros without one)."""
         if self.cost_model is None or not candidates:
             return np.zeros(len(candidates))
-        if self.reranker is not None:
-            return self.reranker.scores(self.context, candidates,
-                                        np.arange(pool_from, len(candidates)))
         return np.asarray(self.cost_model.predict(self.context, candidates), dtype=float)
 
     def generate_measure_candidates(self):
@@ -217,7 +206,7 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
         if not pool:
             return None
         q = min(self.batch, self.max_trials - self.trials)
-        prior = self._predict(self.hist_cands + pool, pool_from=len(self.hist_cands))
+        prior = self._predict(self.hist_cands + pool)
         hist_prior, pool_prior = prior[: len(self.hist_cands)], prior[len(self.hist_cands):]
         y = np.asarray(self.hist_y, dtype=float)
         chosen = select_batch(
@@ -261,8 +250,7 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
         self.hist_y = [self.hist_y[i] for i in keep]
 
     def clone(self) -> "BatchBOSearch":
-        return BatchBOSearch(self.evolutionary, self.params, self.seed, str(self.device),
-                             self.reranker)
+        return BatchBOSearch(self.evolutionary, self.params, self.seed, str(self.device))
 
 
 def _throughput(secs: list[float] | None) -> float:

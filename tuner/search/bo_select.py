@@ -19,14 +19,14 @@ import warnings
 import numpy as np
 import torch
 
-from tuner.search.params import GP_KERNELS, BOConfig
+from tuner.search.params import BOConfig
 
 logger = logging.getLogger(__name__)
 
 #: Smallest kernel lengthscale (botorch's default GP uses the same floor). Knob vectors lie
 #: in about [0, 1]; without a floor, a lengthscale of a fit on a few dozen measurements
 #: could shrink to zero and the covariance turn non-finite (``NotPSDError`` in 5 rounds
-#: of 3 of 24 tuning runs, ``docs/bench/t128-nhwc-shipped.md``).
+#: of 3 of 24 tuning runs, ``docs/lab/tuning/t128-nhwc-shipped.md``).
 MIN_LENGTHSCALE = 0.025
 
 
@@ -52,25 +52,20 @@ def _prior_mean():
     return PriorMean()
 
 
-def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50, kernel: str = "knobs"):
-    """A GP with the cost-model prior mean, fitted by marginal likelihood.
+def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50):
+    """A GP with the cost-model prior mean, fitted by marginal likelihood: its kernel
+    compares the knob vectors, the prediction only sets the prior mean.
 
     Args:
         x: An ``n x (d + 1)`` tensor: knob vectors with the cost model's (standardized)
             prediction as the last column.
         y: An ``n x 1`` tensor of measured throughputs (standardized).
         max_iter: L-BFGS iterations of the marginal-likelihood fit.
-        kernel: What the kernel compares (:data:`tuner.search.params.GP_KERNELS`):
-            ``knobs`` (the prediction only sets the prior mean) or ``knobs+prior`` (the
-            prediction is one more ARD input as well, so that candidates the model scores
-            alike are correlated and the GP can bend the prediction's scale where the
-            measurements disagree with it).
 
     Returns:
         The fitted ``botorch.models.SingleTaskGP``.
 
     Raises:
-        ValueError: An unknown ``kernel``.
         botorch.exceptions.errors.ModelFittingError: No attempt fitted, or the fit kept
             (:func:`_fit_warning_resolved`) has non-finite hyper-parameters.
     """
@@ -80,9 +75,7 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, max_iter: int = 50, kernel: str = "
     from gpytorch.kernels import MaternKernel, ScaleKernel
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
-    if kernel not in GP_KERNELS:
-        raise ValueError(f"GP kernel {kernel!r}: choose {' or '.join(GP_KERNELS)}")
-    d = x.shape[-1] - 1 if kernel == "knobs" else x.shape[-1]
+    d = x.shape[-1] - 1  # the knobs; the last column is the prediction
     covar = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=d, active_dims=tuple(range(d)),
                                      lengthscale_constraint=GreaterThan(MIN_LENGTHSCALE)))
     gp = SingleTaskGP(x, y, covar_module=covar, mean_module=_prior_mean().to(x))
@@ -209,7 +202,7 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gp, hx, px = _task_gp(pool_x, pool_prior, hist_x, hist_prior, hist_y,
-                                  device or default_device(), params.kernel)
+                                  device or default_device())
             sampler = SobolQMCNormalSampler(torch.Size([params.mc_samples]), seed=seed)
             if params.engine == "joint":
                 with torch.no_grad():
@@ -224,9 +217,8 @@ def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
 
 
 def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
-             hist_prior: np.ndarray, hist_y: np.ndarray, device: torch.device,
-             kernel: str = "knobs"):
-    """The task's GP fitted on the measurements (:func:`fit_gp` with ``kernel``), with its
+             hist_prior: np.ndarray, hist_y: np.ndarray, device: torch.device):
+    """The task's GP fitted on the measurements (:func:`fit_gp`), with its
     inputs: the ``n x (d + 1)`` history and ``m x (d + 1)`` pool rows (knob vector, then
     the cost model's prediction standardized over both); targets are ``hist_y``
     standardized.
@@ -238,12 +230,12 @@ def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
     as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # noqa: E731
     hx = as_t(np.column_stack([hist_x, prior[: len(hist_x)]]))
     px = as_t(np.column_stack([pool_x, prior[len(hist_x):]]))
-    return fit_gp(hx, as_t(_standardize(hist_y)).unsqueeze(-1), kernel=kernel), hx, px
+    return fit_gp(hx, as_t(_standardize(hist_y)).unsqueeze(-1)), hx, px
 
 
 def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
                    hist_prior: np.ndarray, hist_y: np.ndarray, *,
-                   device: torch.device | None = None, kernel: str = "knobs") -> np.ndarray:
+                   device: torch.device | None = None) -> np.ndarray:
     """The GP's posterior mean throughput of each pool member, in ``hist_y``'s units: the
     ranking :func:`select_batch`'s acquisition starts from, given the same measurements.
 
@@ -257,7 +249,6 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
         hist_prior: ``n`` cost-model predictions for them.
         hist_y: ``n`` measured throughputs.
         device: Where the GP runs (:func:`default_device` by default).
-        kernel: What the GP's kernel compares (:func:`fit_gp`).
 
     Returns:
         An ``m`` array.
@@ -268,7 +259,7 @@ def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarra
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gp, _, px = _task_gp(pool_x, pool_prior, hist_x, hist_prior, hist_y,
-                                 device or default_device(), kernel)
+                                 device or default_device())
             with torch.no_grad():
                 mean = gp.posterior(px).mean[..., 0].double().cpu().numpy()
     except Exception as err:  # as in select_batch: a failed fit leaves the cost model's

@@ -15,8 +15,6 @@ SEARCHES = ("bo", "rl", "evolutionary", "replay")
 ACQUISITIONS = ("qlognei", "qucb", "model")
 #: The batch selection engines of :func:`tuner.search.bo_select.select_batch`.
 ENGINES = ("joint", "botorch")
-#: What the BO search's GP kernel compares (see :func:`tuner.search.bo_select.fit_gp`).
-GP_KERNELS = ("knobs", "knobs+prior")
 
 
 @dataclass
@@ -39,9 +37,6 @@ class BOConfig:
             (the cost model is then the only guide, so it may search more); 0: ``population``.
         cold_genetic_iters: The sampler's evolution rounds while the task has no measurement
             yet; 0: ``genetic_iters``.
-        kernel: What the GP's kernel compares: ``knobs`` (the knob vectors; the cost
-            model's prediction only sets the prior mean) or ``knobs+prior`` (the prediction
-            is a kernel input as well).
     """
 
     pool_size: int = 96
@@ -55,7 +50,6 @@ class BOConfig:
     max_history: int = 256
     cold_population: int = 0
     cold_genetic_iters: int = 0
-    kernel: str = "knobs"
 
     def __post_init__(self) -> None:
         """Check the settings: a ``BOConfig`` that exists is valid.
@@ -69,9 +63,6 @@ class BOConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"search_params.bo.engine={self.engine!r}: choose "
                               f"{' or '.join(ENGINES)}")
-        if self.kernel not in GP_KERNELS:
-            raise ConfigError(f"search_params.bo.kernel={self.kernel!r}: choose "
-                              f"{' or '.join(GP_KERNELS)}")
         if min(self.pool_size, self.population, self.mc_samples) <= 0 or self.max_history < 4 \
                 or min(self.genetic_iters, self.carry, self.cold_population,
                        self.cold_genetic_iters) < 0:
