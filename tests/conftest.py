@@ -1,16 +1,9 @@
-"""Make the repository root importable (``tune``, ``tests.models``) without installing."""
+"""Shared fixtures. The repository root is importable (``tune``, ``bench``, ``tests.models``)
+without installing: ``tests`` is a package, so pytest puts its parent on the path."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")
