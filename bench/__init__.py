@@ -1,6 +1,7 @@
 """The maintained benchmarks, run from the repository root as ``python -m bench.<name>``:
 
-- ``pytorch_parity``: tuned networks against PyTorch eager and ``torch.compile``;
+- ``pytorch_parity`` (with :mod:`bench.parity_convs`): tuned networks against PyTorch eager
+  and ``torch.compile``, conv by conv;
 - ``compare_frameworks`` (with :mod:`bench.frameworks` and ``retime_networks``): the tuning
   frameworks side by side on held-out convolutions and networks;
 - ``model_accuracy`` (with :mod:`bench.accuracy`): cost-model accuracy after k samples;

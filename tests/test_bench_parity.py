@@ -7,6 +7,7 @@ import json
 import os
 
 from bench import pytorch_parity as parity
+from bench.parity_convs import match_tasks
 
 
 def _record(network, budget, tuned, torch_ms, minutes):
@@ -26,7 +27,7 @@ def _record(network, budget, tuned, torch_ms, minutes):
 def test_convs_pair_with_the_task_of_nearest_flops():
     convs = [{"layer": "features.0", "flops": 1.0e9, "torch_ms": 2.0, "shape": [3, 64]},
              {"layer": "odd", "flops": 5.0e9, "torch_ms": 1.0, "shape": [3, 64]}]
-    rows = parity.match_tasks(convs, _record("n", 512, 1, 1, 1)["tasks"])
+    rows = match_tasks(convs, _record("n", 512, 1, 1, 1)["tasks"])
     assert rows[0]["task"] == "fused_conv2d_add_relu" and rows[0]["tvm_gflops"] == 250.0
     assert rows[1]["task"] is None and rows[1]["tvm_gflops"] is None  # nothing within 10 %
 
@@ -41,7 +42,7 @@ def test_convs_pair_with_the_task_of_the_same_shapes():
     residual = {"name": "fused_conv2d1_add1_add2_relu1", "flops": 2.4e8, "best_ms": 1.1,
                 "args": [[1, 64, 56, 56], [64, 64, 3, 3], [1, 64, 1, 1], [1, 64, 56, 56],
                          [1, 64, 56, 56]]}
-    (row,) = parity.match_tasks([conv], [same_flops, residual, match])
+    (row,) = match_tasks([conv], [same_flops, residual, match])
     assert row["task"] == "fused_conv2d1_add1_relu1" and row["tvm_gflops"] == 230.0
 
 
@@ -72,7 +73,7 @@ def test_nhwc_convs_pair_with_their_nhwc_task():
             "args": [[1, 56, 56, 64], [64, 3, 3, 64], [1, 1, 1, 64], [1, 56, 56, 64]]}
     other = {**task, "name": "fused_conv2d3", "args": [[1, 28, 28, 128], [128, 3, 3, 128],
                                                       [1, 28, 28, 128]]}
-    (row,) = parity.match_tasks([conv], [other, task])
+    (row,) = match_tasks([conv], [other, task])
     assert row["task"] == "fused_conv2d1_add1_relu11"
 
 
