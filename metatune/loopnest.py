@@ -8,7 +8,7 @@ loop touches (inner loops included); plus arithmetic counts. Each loop is also l
 canonical frame (stage, original axis role, tile level) that the super-graph template uses.
 
 Only statements and the few expressions that matter are visited, so encoding keeps up
-with the search (``bench/bench_encoder.py``).
+with the search (``experiments/encoder.py``).
 """
 
 from __future__ import annotations

@@ -38,29 +38,3 @@ def test_cost_model_follows_the_device(context_and_candidates):
     assert next(model.net.parameters()).device.type == device.type
     scores = model.predict(ctx, cands)
     assert scores.shape == (len(cands),)
-
-
-def test_gpu_check_report_compares_devices(monkeypatch):
-    """scripts/gpu_check.py: medians leave out each run's first round, the page gives the
-    GPU / CPU ratio, and a run of one round (no medians) still makes a page."""
-    import os
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    monkeypatch.syspath_prepend(os.path.join(root, "bench"))
-    monkeypatch.syspath_prepend(os.path.join(root, "scripts"))
-    from gpu_check import page, summarize
-
-    def run(device, search):
-        return {"device": device, "best_ms": 1.0, "tuning_seconds": 10.0,
-                "rounds": [{"search_s": 9.0, "update_s": 1.0, "measure_s": 2.0}]
-                + [{"search_s": s, "update_s": s / 10, "measure_s": 2.0} for s in search]}
-
-    s = summarize([run("cuda", [1.0, 3.0]), run("cpu", [2.0, 4.0])])
-    assert s["cuda"]["median_search_s"] == 2.0 and s["cpu"]["median_search_s"] == 3.0
-    assert s["cuda"]["first_round_search_s"] == [9.0]
-    prov = {"command": "python scripts/gpu_check.py", "date": "d", "machine": "m"}
-    doc = {"provenance": prov, "gpu": "g", "torch": "t", "preset": "p", "trials": 48,
-           "batch": 16, "seeds": [0], "summary": s, "runs": [{"checkpoint": "c"}]}
-    assert "search 0.67x" in page(doc)
-    doc["summary"] = summarize([run("cpu", [])])
-    assert "| cpu | 1 | 0 | - | - | - |" in page(doc)

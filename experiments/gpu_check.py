@@ -1,3 +1,4 @@
+# Last ran on commit 83ee7ee (on a device machine: experiments/gpu_check.sh)
 """Tune one convolution with the cost model and BO's GP on the GPU and on the CPU, side by
 side, and report the search and model-update seconds per round of each (issue 15).
 
@@ -9,9 +10,9 @@ first run pays CUDA's start-up; round 1 of each run, which has no model to fit, 
 out of the medians). Without a GPU it says so and exits 2.
 
 Usage:
-    python scripts/gpu_check.py --seeds 0 1 --trials 64 --batch 16 \
+    python -m experiments.gpu_check --seeds 0 1 --trials 64 --batch 16 \
         --out docs/lab/gpu/gpu_check.json --markdown docs/lab/gpu/gpu_check.md
-    python scripts/gpu_check.py --devices cpu --seeds 0 --trials 32   # the CPU half only
+    python -m experiments.gpu_check --devices cpu --seeds 0 --trials 32   # the CPU half only
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ import shlex
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "bench"))
 
 TASK = "fused_conv2d1_add1_relu11"
 
 
 def summarize(runs: list[dict]) -> dict:
     """Per device: medians over the rounds after the first of each run, and the bests."""
-    from common import geomean, median
+    from bench.common import geomean, median
 
     out = {}
     for device in dict.fromkeys(r["device"] for r in runs):
@@ -98,7 +97,7 @@ def main() -> int:
     args = p.parse_args()
     import torch
 
-    from common import provenance, tune_one_task, write_results
+    from bench.common import provenance, tune_one_task, write_results
 
     from metatune.device import describe, resolve_device
 
@@ -108,7 +107,7 @@ def main() -> int:
         return 2
     gpu = describe(resolve_device("cuda")) if torch.cuda.is_available() else "none"
     prov = provenance("gpu_check.py")
-    prov["command"] = "python scripts/gpu_check.py " + shlex.join(sys.argv[1:])
+    prov["command"] = "python -m experiments.gpu_check " + shlex.join(sys.argv[1:])
     print(f"GPU: {gpu}; torch {torch.__version__}; {prov['machine']}", flush=True)
     runs = []
     for seed in args.seeds:
