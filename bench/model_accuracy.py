@@ -7,7 +7,7 @@ from scratch (``xgb``) and pre-trained on the training split (``xgb-Xfer``), at 
 16, 32, 64 support samples, on the same workloads, query sets and seeds; see
 :mod:`bench.accuracy`. Each checkpoint adapts as it was meta-trained to (its stored
 adaptation settings, the tuner's online fine-tuning). Writes
-``docs/lab/cost-model/model-accuracy.{md,json}`` unless ``--out`` says otherwise.
+``docs/bench/model-accuracy.{md,json}`` unless ``--out`` says otherwise.
 
 Usage:
     python -m bench.model_accuracy                       # all held-out workloads, seeds 0-2
@@ -33,7 +33,7 @@ from bench.accuracy.page import METHOD_NOTES, describe, markdown, scale
 from bench.common import REPO, in_repo, provenance, write_results
 from metatune.config import DEFAULT_DATA_DIR
 
-OUT = "docs/lab/cost-model/model-accuracy"  #: the page's default prefix, relative to the repository
+OUT = "docs/bench/model-accuracy"  #: the page's default prefix, relative to the repository
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
