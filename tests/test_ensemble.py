@@ -108,7 +108,7 @@ def test_an_ensemble_needs_two_members_of_one_graph_mode():
 
 def test_the_config_makes_an_ensemble_of_shipped_checkpoints():
     from metatune.config import default_checkpoint
-    from tuner.app.tuning import make_cost_model
+    from tuner.app.factories import make_cost_model
     from tuner.models.params import MetaTuneModelConfig
 
     ckpt = default_checkpoint(graph="super")

@@ -182,7 +182,7 @@ def test_starts_take_the_best_and_draw_the_rest_from_the_pool():
 
 def test_rl_presets_and_settings_in_the_tune_config():
     from tuner.app.config import PRESETS, load_tune_config, preset_of
-    from tuner.app.tuning import make_search
+    from tuner.app.factories import make_search
 
     assert len(PRESETS) == 7
     for given, canonical, model, graph in (("rl", "RL", "xgb", None),

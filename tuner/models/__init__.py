@@ -6,5 +6,5 @@ MetaSchedule's MLP (:mod:`tuner.models.mlp`).
 Imports the core and :mod:`tuner.engine`; never the searches or the application.
 """
 
-#: The cost models ``cost_model=`` may name (see :func:`tuner.app.tuning.make_cost_model`).
+#: The cost models ``cost_model=`` may name (see :func:`tuner.app.factories.make_cost_model`).
 COST_MODELS = ("metatune", "xgb", "xgb-xfer", "mlp", "random")

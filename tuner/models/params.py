@@ -1,6 +1,6 @@
 """The cost models' settings (the tune configuration's ``metatune`` and ``xfer`` sections):
 plain data with the one copy of their defaults, read by the configuration, the factory
-(:func:`tuner.app.tuning.make_cost_model`) and the models alike. Each validates itself
+(:func:`tuner.app.factories.make_cost_model`) and the models alike. Each validates itself
 when it is made, so one that exists is valid."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from metatune.errors import ConfigError
 
-#: The searches ``search=`` may name (see :func:`tuner.app.tuning.make_search`).
+#: The searches ``search=`` may name (see :func:`tuner.app.factories.make_search`).
 SEARCHES = ("bo", "rl", "evolutionary", "replay")
 #: The batch acquisitions of :func:`tuner.search.bo_select.select_batch` (``model``: the
 #: cost model's top ``q``, no GP: the baseline that tells what the GP's exploration adds).
