@@ -45,6 +45,5 @@ def top_k_recall(pred: np.ndarray, target: np.ndarray, k: int = 5) -> float:
 
 def standardized(x: np.ndarray) -> np.ndarray:
     """Columns of ``x`` (``n x d``) to zero mean and unit variance (constant ones stay 0):
-    features of one workload's candidates as the accuracy benchmark's learners and the
-    compiled-code correction read them."""
+    features of one workload's candidates as the accuracy benchmark's learners read them."""
     return (x - x.mean(0)) / np.maximum(x.std(0), 1e-9)
