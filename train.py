@@ -1,8 +1,12 @@
 """Pre-train and meta-train the MetaTune cost model on the collected dataset.
 
+The checkpoint goes to runs/train/<dataset>-<graph>.ckpt (out=PATH to choose; a file that
+exists is replaced only with overwrite=true); tune with it: tune.py --checkpoint PATH.
+
 Examples:
     python train.py                        # configs/train.yaml defaults
     python train.py graph=plain meta.steps=500
+    python train.py out=checkpoints/mine.ckpt overwrite=true
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="dotlist overrides, e.g. graph=plain")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("metatune.train").info("train.py: reading the configuration (torch and "
+                                             "TVM take a few seconds to start)")
     try:
         from lightning_modules.app import DEFAULT_TRAIN_YAML, load_train_config, run_train
 

@@ -1,9 +1,10 @@
 """``run_train(cfg)``: supervised pre-training, then MAML meta-training, then a checkpoint.
 
-The train configuration is one typed schema (:class:`TrainConfig`), merged with
-``configs/train.yaml`` and dotlist overrides and validated once by
-:func:`load_train_config`. Paths follow :mod:`metatune.config`'s one rule: relative to
-the current directory, ``null`` for the repository's own location.
+The configuration (:class:`TrainConfig`, :func:`load_train_config`) lives in
+:mod:`lightning_modules.config` and is re-exported here. The run checks where it will write
+before anything slow (:func:`lightning_modules.config.check_output`), shows progress from
+its first second (the dataset's encoding has a bar with an ETA), and reads a ``pretrained``
+checkpoint as tensors and plain data only: nothing in the file runs.
 """
 
 from __future__ import annotations
@@ -11,214 +12,22 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from dataclasses import asdict
+from typing import Any
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, REPO_ROOT, check_graph,
-                             default_checkpoint, host_data_dir, merge_config, repo_path,
-                             repo_relative, resolve_path)
-from metatune.dataset import EPISODE_TARGETS
-from metatune.errors import ConfigError
+from lightning_modules.config import (DEFAULT_TRAIN_YAML, PATH_KEYS, DataConfig, MetaConfig,
+                                      ModelConfig, PretrainConfig, TrainConfig, check_output,
+                                      load_train_config)
+from metatune.config import repo_relative
+from metatune.errors import CheckpointError, ConfigError
 from metatune.maml import AdaptConfig
 from metatune.provenance import machine_info, sidecar_path
 
+__all__ = ["DEFAULT_TRAIN_YAML", "DataConfig", "MetaConfig", "ModelConfig", "PretrainConfig",
+           "TrainConfig", "calibrate_scale", "load_train_config", "run_train",
+           "training_layouts", "training_platform"]
+
 logger = logging.getLogger("metatune.train")
-DEFAULT_TRAIN_YAML = os.path.join(REPO_ROOT, "configs", "train.yaml")
-#: The path settings of :class:`TrainConfig` (absolute once it is made).
-PATH_KEYS = ("data_dir", "cache_dir", "out", "log_dir")
-
-
-@dataclass
-class ModelConfig:
-    """The GCN's and the regression head's widths and depth."""
-
-    hidden: int = 64
-    gcn_layers: int = 2
-    head_hidden: int = 64
-
-
-@dataclass
-class DataConfig:
-    """The training splits, the validation split and the supervised batch size.
-
-    ``splits`` are folders of ``data_dir`` trained on together: ``train`` (NCHW, as
-    networks are imported), ``train-nhwc`` (the 2-D kinds in NHWC, ``tune.py``'s default
-    layout) and ``train-networks`` (other networks' convs) when collected; a split of another
-    dataset is named by its path relative to ``data_dir`` (``../llvm-icelake-server/train``)
-    and, being measured on another platform, needs ``mixed_platforms``. A held-out split is
-    never trained on.
-
-    ``leave_out_networks`` drops every workload that one of these networks uses
-    (``meta.json``'s ``networks``), so that their convs can validate a choice of training
-    data (``bench/model_accuracy.py --split train-networks --networks ...``).
-    """
-
-    splits: list[str] = field(default_factory=lambda: ["train"])
-    val_fraction: float = 0.15
-    batch_size: int = 64
-    mixed_platforms: bool = False
-    leave_out_networks: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        """Check the batch size and the splits.
-
-        Raises:
-            ConfigError: ``batch_size`` not positive; no split, or a held-out one.
-        """
-        _check_count("data.batch_size", self.batch_size)
-        if not self.splits or any(not os.path.basename(os.path.normpath(s)).startswith("train")
-                                  for s in self.splits):
-            raise ConfigError(f"data.splits={list(self.splits)}: give one or more training "
-                              "splits (train, train-nhwc, train-networks); the held-out "
-                              "splits are for evaluation only")
-
-
-@dataclass
-class PretrainConfig:
-    """Supervised pre-training (0 epochs: none): ``loss`` one of
-    :data:`metatune.maml.LOSSES` (a ranking part compares the graphs of one workload, so it
-    needs ``per_workload``: batches of that many graphs per workload); ``top_weight``
-    weights the MSE part towards the good candidates (:func:`metatune.maml.top_weighted_mse`;
-    0: plain MSE, the default)."""
-
-    epochs: int = 10
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    loss: str = "mse"
-    per_workload: int = 0
-    top_weight: float = 0.0
-
-    def __post_init__(self) -> None:
-        """Check the epochs and the loss.
-
-        Raises:
-            ConfigError: ``epochs`` or ``per_workload`` negative, an unknown loss, a
-                ranking loss without ``per_workload``, or a negative ``top_weight``.
-        """
-        from metatune.maml import LOSSES
-
-        _check_count("pretrain.epochs", self.epochs, zero=True)
-        _check_count("pretrain.per_workload", self.per_workload, zero=True)
-        if self.loss not in LOSSES:
-            raise ConfigError(f"pretrain.loss={self.loss!r}: choose one of {', '.join(LOSSES)}")
-        if self.top_weight < 0:
-            raise ConfigError(f"pretrain.top_weight={self.top_weight}: a weight >= 0 "
-                              "(0: plain MSE)")
-        if self.loss != "mse" and not self.per_workload:
-            raise ConfigError(f"pretrain.loss={self.loss}: a ranking loss compares graphs of "
-                              "one workload; set pretrain.per_workload (e.g. 16)")
-
-
-@dataclass
-class MetaConfig:
-    """MAML meta-training (0 steps: none; the pre-trained network is saved)."""
-
-    steps: int = 1500
-    ways: int = 1
-    shots: int = 32
-    queries: int = 16
-    tasks_per_batch: int = 8
-    targets: str = "workload"
-    beta: float = 3e-3
-    adapt: AdaptConfig = field(default_factory=AdaptConfig)
-    first_order: bool = False
-    freeze_gcn: bool = True
-    zero_shot_weight: float = 0.0
-    val_every: int = 50
-    val_tasks: int = 16
-
-    def __post_init__(self) -> None:
-        """Check the step count, the episode sizes and the zero-shot weight.
-
-        Raises:
-            ConfigError: A negative step count or weight, or an episode size not positive.
-        """
-        _check_count("meta.steps", self.steps, zero=True)
-        if self.zero_shot_weight < 0:
-            raise ConfigError(f"meta.zero_shot_weight={self.zero_shot_weight}: a weight "
-                              ">= 0 (0: the query loss after adapting only, MAML's)")
-        for key in ("ways", "shots", "queries"):
-            _check_count(f"meta.{key}", getattr(self, key))
-        if self.targets not in EPISODE_TARGETS:
-            raise ConfigError(f"meta.targets={self.targets!r}: choose one of "
-                              f"{', '.join(EPISODE_TARGETS)}")
-
-
-@dataclass
-class TrainConfig:
-    """Every setting of ``train.py``, with its default; ``configs/train.yaml`` documents them.
-
-    Made (by :func:`load_train_config`, or directly), the paths are absolute: a given one
-    resolved against the current directory, one left ``None`` the repository's: this
-    CPU's ``data/llvm-<cpu>`` if collected, else the shipped ``data/llvm-icelake-server``;
-    ``work/cache``, ``runs/train``, and ``checkpoints/<dataset>-<graph>.ckpt`` for ``out``.
-    """
-
-    data_dir: Optional[str] = None
-    graph: str = DEFAULT_GRAPH
-    pretrained: Optional[str] = None
-    cache_dir: Optional[str] = None
-    out: Optional[str] = None
-    log_dir: Optional[str] = None
-    seed: int = 0
-    accelerator: str = "auto"
-    strategy: str = "auto"
-    devices: int = 1
-    num_nodes: int = 1
-    fast_dev_run: bool = False
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
-    meta: MetaConfig = field(default_factory=MetaConfig)
-    calibrate: bool = True
-
-    def __post_init__(self) -> None:
-        """Check the graph mode and resolve the paths.
-
-        Raises:
-            ConfigError: An unknown graph mode, or per-workload batches with several
-                processes (not supported yet).
-        """
-        self.graph = check_graph(self.graph, "graph")
-        if self.pretrain.per_workload and self.devices * self.num_nodes > 1:
-            raise ConfigError("pretrain.per_workload with several processes (devices x "
-                              "num_nodes > 1) is not supported yet: pre-train in one process "
-                              "(devices=1), then meta-train from it with pretrained=<ckpt>")
-        self.data_dir = resolve_path(self.data_dir) if self.data_dir else host_data_dir()
-        self.cache_dir = resolve_path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR
-        self.pretrained = resolve_path(self.pretrained) if self.pretrained else None
-        self.log_dir = (resolve_path(self.log_dir) if self.log_dir
-                        else repo_path("runs", "train"))
-        dataset = os.path.basename(os.path.normpath(self.data_dir))
-        self.out = resolve_path(self.out) if self.out else default_checkpoint(
-            dataset, graph=self.graph)
-
-
-def _check_count(key: str, value: int, *, zero: bool = False) -> None:
-    """Refuse a count below 1 (below 0 when ``zero`` is allowed).
-
-    Raises:
-        ConfigError: Naming ``key``.
-    """
-    if value < 0 or (value == 0 and not zero):
-        raise ConfigError(f"{key}={value}: must be positive")
-
-
-def load_train_config(yaml_path: str | None = DEFAULT_TRAIN_YAML,
-                      overrides: list[str] | None = None) -> TrainConfig:
-    """Schema + YAML defaults + dotlist overrides, validated once.
-
-    Args:
-        yaml_path: YAML file with defaults (``None``: the schema's defaults only).
-        overrides: Dotlist overrides such as ``["graph=plain", "meta.steps=500"]``.
-
-    Returns:
-        The typed configuration.
-
-    Raises:
-        ConfigError: Unknown key, wrong type or invalid value.
-    """
-    return merge_config(TrainConfig, yaml_path, overrides, "train")
 
 
 def run_train(cfg: TrainConfig) -> dict[str, Any]:
@@ -230,6 +39,10 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     Returns:
         ``{"checkpoint": path, "metrics": {...}}`` with the last logged metrics.
     """
+    start = time.perf_counter()
+    check_output(cfg)  # before anything slow: an existing file is replaced only on request
+    logger.info("training on %s (%s), %s graphs; checkpoint: %s", repo_relative(cfg.data_dir),
+                ", ".join(cfg.data.splits), cfg.graph, repo_relative(cfg.out))
     import pytorch_lightning as pl
     from pytorch_lightning.loggers import TensorBoardLogger
 
@@ -238,11 +51,15 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     from lightning_modules.pretrain import PretrainModule
     from metatune.graph import NODE_FEATURES
 
-    start = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
     platform = {**training_platform(cfg.data_dir, cfg.data.splits, cfg.data.mixed_platforms),
                 "layouts": training_layouts(cfg.data_dir, cfg.data.splits)}
     m = cfg.meta
+    shape = dict(in_features=NODE_FEATURES, **asdict(cfg.model))
+    pretrained = None
+    if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
+        pretrained = _pretrained_state(cfg.pretrained, cfg.graph, shape,  # checked first
+                                       m.adapt if m.steps == 0 else None)
     dm = GraphDataModule(
         [os.path.join(cfg.data_dir, split) for split in cfg.data.splits], cfg.graph, cfg.cache_dir,
         cfg.data.val_fraction, cfg.data.batch_size, m.ways, m.shots, m.queries,
@@ -252,18 +69,16 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     logger.info("%d training and %d validation workloads", len(dm.train_workloads),
                 len(dm.val_workloads))
     mean, std = dm.feature_stats()
-    shape = dict(in_features=NODE_FEATURES, **asdict(cfg.model))
     common = dict(accelerator=cfg.accelerator, strategy=cfg.strategy, devices=cfg.devices,
                   num_nodes=cfg.num_nodes, fast_dev_run=cfg.fast_dev_run,
                   enable_checkpointing=False, deterministic=False)
 
     pre = PretrainModule(**shape, lr=cfg.pretrain.lr, weight_decay=cfg.pretrain.weight_decay,
-                         loss=cfg.pretrain.loss, top_weight=cfg.pretrain.top_weight)
+                         loss=cfg.pretrain.loss)
     pre.net.set_normalization(mean, std)
     kept: dict[str, Any] | None = None  # the calibration in a head kept as it was
-    if cfg.pretrained:  # start from a pre-trained network (e.g. shared by ablation variants)
-        state, calibration = _pretrained_state(cfg.pretrained, cfg.graph, shape,
-                                               m.adapt if m.steps == 0 else None)
+    if pretrained is not None:
+        state, calibration = pretrained
         pre.net.load_state_dict(state)
         if cfg.pretrain.epochs == 0 and m.steps == 0:
             kept = calibration
@@ -275,7 +90,7 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
 
     meta = MetaModule(**shape, beta=m.beta, adapt=asdict(m.adapt), first_order=m.first_order,
-                      freeze_gcn=m.freeze_gcn, zero_shot_weight=m.zero_shot_weight,
+                      freeze_gcn=m.freeze_gcn,
                       graph=cfg.graph, platform=platform, calibration=kept)
     meta.net.load_state_dict(pre.net.state_dict())
     trainer = pl.Trainer(max_steps=max(1, m.steps), **common, inference_mode=False,
@@ -401,16 +216,13 @@ def _pretrained_state(path: str, graph: str, shape: dict[str, Any],
         ConfigError: The checkpoint cannot be read, or was trained on another graph mode,
             feature version, network shape or (with ``adapt``) adaptation.
     """
-    import torch
-
+    from metatune.checkpoint import read
     from metatune.graph import FEATURE_VERSION
 
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=False)
-        hparams, state = blob["hyper_parameters"], blob["state_dict"]
-    except Exception as err:  # torch raises many types on a bad file
-        raise ConfigError(f"pretrained={path!r} is not a readable train.py checkpoint "
-                          f"({type(err).__name__}); train one with python train.py") from err
+    try:  # tensors and plain data only (weights_only=True): nothing in the file runs
+        hparams, state = read(path)
+    except CheckpointError as err:
+        raise ConfigError(f"pretrained: {err}") from err
     want = {"graph": graph, "feature_version": FEATURE_VERSION, **shape}
     wrong = {k: hparams.get(k) for k, v in want.items() if hparams.get(k) != v}
     if wrong:
@@ -420,10 +232,7 @@ def _pretrained_state(path: str, graph: str, shape: dict[str, Any],
         from metatune.checkpoint import adapt_settings
 
         trained = adapt_settings(hparams.get("adapt"), hparams.get("alpha"),
-                                 hparams.get("inner_steps"))
-        if trained.meta_sgd or trained.context:
-            raise ConfigError(f"pretrained={path!r} learned step sizes or a support-set "
-                              "attention that meta.steps=0 would not keep: meta-train it again")
+                                 hparams.get("inner_steps"), path)
         if trained != adapt:
             diff = {k: v for k, v in trained.to_dict().items() if adapt.to_dict().get(k) != v}
             raise ConfigError(f"pretrained={path!r} was meta-trained to adapt with {diff}, "

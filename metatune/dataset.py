@@ -15,14 +15,14 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from metatune.errors import ConfigError
 from metatune.graph import encode
-from metatune.records import ReadStats, iter_records, read_workload_json
+from metatune.records import RECORD_FILE, ReadStats, iter_records, read_workload_json
 
 logger = logging.getLogger(__name__)
 
@@ -90,14 +90,54 @@ def load_split(split_dir: str, mode: str, cache_dir: str | None = None,
     cache = None
     if cache_dir:
         os.makedirs(cache_dir, exist_ok=True)
-        cache = os.path.join(cache_dir, f"{os.path.basename(split_dir)}-{mode}-"
-                             f"{split_fingerprint(split_dir, mode, with_mtime=True)}.pt")
+        key = split_fingerprint(split_dir, f"{mode}:{CACHE_FORMAT}", with_mtime=True)
+        cache = os.path.join(cache_dir, f"{os.path.basename(split_dir)}-{mode}-{key}.pt")
         if os.path.exists(cache):
-            return torch.load(cache, weights_only=False)
+            cached = _read_cache(cache)
+            if cached is not None:
+                logger.info("%s: %s graphs of %d workloads from the cache %s", split_dir, mode,
+                            len(cached), cache)
+                return cached
     out = _encode_split(split_dir, mode, min_samples)
     if cache:
-        torch.save(out, cache)
+        _write_cache(cache, out)
     return out
+
+
+#: The encoded-graph cache's format: plain data only (workloads as dicts, each graph as a
+#: dict of tensors), read with ``weights_only=True``; a new format gets new cache files.
+CACHE_FORMAT = "graphs-v2"
+
+
+def _write_cache(path: str, workloads: list[WorkloadSamples]) -> None:
+    """Save ``workloads`` as plain data (:data:`CACHE_FORMAT`), whole or not at all
+    (through ``<path>.<pid>.tmp`` and a rename)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    torch.save({"format": CACHE_FORMAT,
+                "workloads": [{"name": w.name, "kind": w.kind,
+                               "graphs": [g.to_dict() for g in w.graphs]} for w in workloads]},
+               tmp)
+    os.replace(tmp, path)
+
+
+def _read_cache(path: str) -> list[WorkloadSamples] | None:
+    """The workloads in a cache file, or ``None`` (with a one-line warning) when it cannot be
+    read as one: anything but tensors and plain data is refused unread
+    (:func:`metatune.safe_load.load_tensors`), and the split is encoded again."""
+    from torch_geometric.data import Data
+
+    from metatune.safe_load import load_error, load_tensors
+
+    try:
+        blob = load_tensors(path)
+        if not isinstance(blob, dict) or blob.get("format") != CACHE_FORMAT:
+            raise ValueError(f"not a {CACHE_FORMAT} cache")
+        return [WorkloadSamples(w["name"], w["kind"], [Data.from_dict(g) for g in w["graphs"]])
+                for w in blob["workloads"]]
+    except Exception as err:  # torch raises many types on a bad file
+        logger.warning("encoded-graph cache %s not used (%s); encoding the split again",
+                       path, load_error(err))
+        return None
 
 
 def workload_entries(split_dir: str) -> list[tuple[dict | None, list | None]]:
@@ -126,8 +166,8 @@ class Replayed:
     seconds: float
 
 
-def iter_replayed(split_dir: str, names: Collection[str] | None = None
-                  ) -> Iterator[Replayed]:
+def iter_replayed(split_dir: str, names: Collection[str] | None = None,
+                  on_record: Callable[[], None] | None = None) -> Iterator[Replayed]:
     """Replay every valid record of a split on its workload, in file order.
 
     Corrupt lines and traces that no longer replay are skipped with a warning, counted.
@@ -136,6 +176,7 @@ def iter_replayed(split_dir: str, names: Collection[str] | None = None
         split_dir: ``data/<target>/<split>`` with ``meta.json`` and the database files.
         names: Replay only the records of these workloads (default: all); the others are
             skipped before their traces are replayed, which is where the time goes.
+        on_record: Called once for every record read (a progress bar's step).
     """
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
@@ -147,6 +188,8 @@ def iter_replayed(split_dir: str, names: Collection[str] | None = None
     stats = ReadStats()
     skipped = 0
     for rec in iter_records(split_dir, stats):
+        if on_record is not None:
+            on_record()
         if not rec.valid or rec.workload not in workloads:
             continue
         info, workload = workloads[rec.workload]
@@ -239,12 +282,32 @@ def left_out_workloads(split_dirs: list[str], networks: Collection[str],
     return set(names)
 
 
+def count_records(split_dir: str) -> int:
+    """The record lines of a split's database (plain or gzipped), without parsing them."""
+    import gzip
+
+    path = os.path.join(split_dir, RECORD_FILE)
+    opener = (open(path, "rb") if os.path.exists(path)
+              else gzip.open(path + ".gz", "rb") if os.path.exists(path + ".gz") else None)
+    if opener is None:
+        return 0
+    with opener as f:
+        return sum(1 for line in f if line.strip())
+
+
 def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadSamples]:
+    """Replay and encode every valid record of a split, with a progress bar (and its ETA)
+    on stderr: the first encoding of a dataset takes minutes."""
+    from tqdm import tqdm
+
     graphs: dict[str, list] = {}
-    for item in iter_replayed(split_dir):
-        graph = encode(item.sch.mod["main"], mode)
-        graph.seconds = torch.tensor([item.seconds])
-        graphs.setdefault(item.info["name"], []).append(graph)
+    name = os.path.basename(os.path.normpath(split_dir))
+    with tqdm(total=count_records(split_dir), desc=f"encoding {name} ({mode} graphs)",
+              unit="rec", mininterval=1.0, dynamic_ncols=True) as bar:
+        for item in iter_replayed(split_dir, on_record=bar.update):
+            graph = encode(item.sch.mod["main"], mode)
+            graph.seconds = torch.tensor([item.seconds])
+            graphs.setdefault(item.info["name"], []).append(graph)
     out = []
     for w in workload_order(split_dir):
         gs = graphs.get(w["name"], [])

@@ -56,3 +56,28 @@ class CheckpointError(MetaTuneError):
 
 class CalibrationError(MetaTuneError):
     """The zero-shot scale cannot be fitted (too few validation samples, a reversed fit)."""
+
+
+def register_ffi_errors() -> None:
+    """Keep these errors' types when they cross TVM's FFI.
+
+    An exception raised in Python code that TVM's C++ calls (a cost model's ``load``, a
+    runner, a measure callback) comes back to Python as a ``RuntimeError`` unless its class
+    is registered with ``tvm_ffi``; registered, it arrives as itself and the entry points
+    print it on one line. Called where TVM is in use already (it imports ``tvm_ffi``);
+    calling it again changes nothing.
+    """
+    import tvm_ffi
+
+    todo = [MetaTuneError]
+    while todo:
+        cls = todo.pop()
+        tvm_ffi.register_error(cls.__name__, cls)
+        todo += cls.__subclasses__()
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """The first non-blank line of ``text`` (an exception's message from TVM or torch, which
+    may run over many lines), cut to ``limit`` characters."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return (lines[0] if lines else "")[:limit]

@@ -57,7 +57,10 @@ def test_yaml_files_list_the_schema_defaults():
 def test_one_default_per_setting():
     tune, train = TuneConfig(), TrainConfig()
     assert tune.metatune.graph == train.graph == DEFAULT_GRAPH
-    assert train.out == default_checkpoint(SHIPPED_DATASET, graph=DEFAULT_GRAPH)
+    # train.py writes the user's own file, never the shipped one the tuner reads (issue 63)
+    assert train.out == os.path.join(REPO_ROOT, "runs", "train",
+                                     f"{SHIPPED_DATASET}-{DEFAULT_GRAPH}.ckpt")
+    assert train.out != default_checkpoint(SHIPPED_DATASET, graph=DEFAULT_GRAPH)
     # the tuner adapts with the checkpoint's code, scope and loss, for longer (one default)
     assert (tune.metatune.adapt_steps, tune.metatune.adapt_lr) == (ONLINE_STEPS, ONLINE_LR)
     assert train.meta.adapt == AdaptConfig()
@@ -141,7 +144,7 @@ def test_relative_paths_are_relative_to_the_current_directory(tmp_path, monkeypa
     assert (train.data_dir, train.cache_dir, train.log_dir, train.out) == tuple(
         str(tmp_path / p) for p in ("d/arm", "c", "r", "o.ckpt"))
     assert load_train_config(overrides=["data_dir=d/arm", "graph=plain"]).out == \
-        default_checkpoint("arm", graph="plain")
+        os.path.join(REPO_ROOT, "runs", "train", "arm-plain.ckpt")
 
 
 def test_xfer_data_may_name_several_splits(tmp_path, monkeypatch):
@@ -162,7 +165,7 @@ def test_null_paths_are_the_repositorys_from_any_directory(tmp_path, monkeypatch
     train = load_train_config()
     assert train.data_dir == os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
     assert train.log_dir == os.path.join(REPO_ROOT, "runs", "train")
-    assert train.out == os.path.join(REPO_ROOT, "checkpoints", f"{SHIPPED_DATASET}-super.ckpt")
+    assert train.out == os.path.join(REPO_ROOT, "runs", "train", f"{SHIPPED_DATASET}-super.ckpt")
 
 
 def test_a_partial_mapping_becomes_a_validated_config():

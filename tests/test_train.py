@@ -243,7 +243,7 @@ def test_train_never_replaces_a_file_it_was_not_asked_to(tiny_data, tmp_path):
     for existing in (out, tmp_path / "mine.ckpt.json"):
         existing.write_text("keep me")
         with pytest.raises(ConfigError, match="overwrite=true"):
-            run_train(load_train_config(overrides=[*_overrides(tiny_data, out=out),
-                                                   "overwrite=false"]))
+            run_train(load_train_config(overrides=_overrides(tiny_data, out=out,
+                                                             overwrite="false")))
         assert existing.read_text() == "keep me"
         existing.unlink()

@@ -23,13 +23,16 @@ import torch
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
-from metatune.errors import CheckpointError
+from metatune.errors import CheckpointError, register_ffi_errors
 from metatune.graph import encode
 from metatune.records import measured_seconds
+from metatune.safe_load import load_error, load_tensors
 from tuner.models.params import MetaTuneModelConfig
 # the checkpoint's side, re-exported: callers load a model and score with it from here
 from tuner.models.trained import (TrainedModel, check_compatible, load_model,  # noqa: F401
                                   load_net)
+
+register_ffi_errors()  # a CheckpointError from load() crosses TVM's FFI as itself
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +218,7 @@ class MetaTuneCostModel(PyCostModel):
             CheckpointError: The file is missing or not a saved MetaTune cost model.
         """
         with loading(path):
-            self.load_state(torch.load(path, map_location=self.device, weights_only=False))
+            self.load_state(load_tensors(path, self.device, graphs=True))  # nothing in it runs
 
 
 @contextmanager
@@ -229,7 +232,7 @@ def loading(path: str) -> Iterator[None]:
         yield
     except Exception as err:
         raise CheckpointError(f"cannot load the MetaTune cost model from {path!r}: "
-                              f"{str(err).splitlines()[0][:160]}") from err
+                              f"{load_error(err, 160)}") from err
 
 
 class GraphCache:

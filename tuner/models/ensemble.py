@@ -4,7 +4,7 @@ scores.
 Checkpoints trained the same way from different seeds rank a task's candidates
 differently; the mean of two seeds ranked better than either alone on the EPYC's held-out
 convolutions and matched the better one on a validation fold, with a lower MSE(D) before
-any measurement (``docs/ensemble-val-znver4.md``, ``checkpoints/README.md``).
+any measurement (``docs/lab/cost-model/ensemble-val-znver4.md``, ``checkpoints/README.md``).
 
 Each member adapts to the task's measurements on its own, exactly as it would alone
 (:class:`MetaTuneCostModel`); the members share one graph mode and one
@@ -22,6 +22,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import ConfigError
+from metatune.safe_load import load_tensors
 from tuner.models.cost_model import (GraphCache, MetaTuneCostModel, TrainedModel,
                                      candidate_keys, loading)
 
@@ -89,7 +90,7 @@ class EnsembleCostModel(PyCostModel):
                 number of members or other networks.
         """
         with loading(path):
-            blob = torch.load(path, map_location=self.members[0].device, weights_only=False)
+            blob = load_tensors(path, self.members[0].device, graphs=True)  # nothing in it runs
             states = blob["members"]
             if len(states) != len(self.members):
                 raise ValueError(f"it has {len(states)} members, this ensemble "
