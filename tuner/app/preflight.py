@@ -19,8 +19,9 @@ from metatune.config import repo_relative
 from metatune.dataset import as_split_dirs
 from metatune.device import resolve_device
 from metatune.errors import ConfigError, ModelImportError
+from metatune.files import write_json_atomic
 from tuner.app.config import TuneConfig, preset_for
-from tuner.engine.database import RECORD_FILE
+from tuner.engine.database import RECORD_FILE, describe_target, record_targets, target_key
 from tuner.engine.rpc import check_tracker
 
 SETTINGS_FILE = "settings.json"
@@ -118,7 +119,40 @@ def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
         "target": {"kind": target_info.kind, "mcpu": str(mcpu) if mcpu else None},
         "layout": cfg.layout,
         "model": model_sources(cfg),
+        "tvm": tvm_version(),
     }
+
+
+def tvm_version() -> str:
+    """The TVM the measurements are made with (its schedules and timings are its own)."""
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def check_records_target(work_dir: str, target_info) -> None:
+    """Refuse a work dir whose database holds records measured for another target (e.g. a
+    database copied from another machine's work dir): they would count toward the budget
+    and seed the search and the best latencies with another CPU's timings.
+
+    Raises:
+        ConfigError: One line naming both targets and how many records are foreign.
+    """
+    attrs = getattr(target_info.target, "attrs", {})
+    ours = target_key({"kind": target_info.kind,
+                       **{k: str(attrs[k]) for k in ("mcpu", "arch") if attrs.get(k)}})
+    counts = record_targets(work_dir)
+    foreign = {key: n for key, n in counts.items() if key != ours}
+    if not foreign:
+        return
+    key, n = max(foreign.items(), key=lambda item: item[1])
+    raise ConfigError(
+        f"work dir {work_dir} holds {sum(foreign.values())} of its {sum(counts.values())} "
+        f"records measured for {describe_target(key)}"
+        + (f" (and {len(foreign) - 1} other target(s))" if len(foreign) > 1 else "")
+        + f", not for this run's {describe_target(ours)}: they would count toward the budget "
+        "and their timings would seed the search; pass --work-dir with a new directory, or "
+        f"--target for the CPU they were measured on")
 
 
 def _stored_settings(work_dir: str) -> dict[str, Any] | None:
@@ -148,28 +182,41 @@ def _describe(settings: dict[str, Any]) -> str:
     return text + f", layout={settings.get('layout') or OLD_LAYOUT}"
 
 
-def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
+def check_resume(work_dir: str, cfg: TuneConfig, target_info, record: bool = True) -> None:
     """Refuse to resume a work dir measured with other settings; record this run's.
+
+    Records measured for another target are refused whatever ``settings.json`` says
+    (:func:`check_records_target`), and so are measurements of another TVM version (once
+    ``settings.json`` names one).
 
     A run whose cost model starts from other checkpoints (or other xgb-Xfer data) than the
     one before resumes with a warning: the measurements are valid either way, only the
     search that follows differs. ``settings.json`` then records this run's model (a work
     dir from before models were recorded gets this run's, with no warning). The model's
-    other settings (``blend_k0``, its adaptation) are not compared.
+    other settings (its adaptation) are not compared.
 
     Args:
         work_dir: The (locked) work directory.
         cfg: The tune configuration.
         target_info: The resolved :class:`tuner.engine.targets.TargetInfo`.
+        record: Write this run's settings to ``settings.json`` (``False``: only check, as
+            before the work dir is locked).
 
     Raises:
         ConfigError: The work dir holds measurements made with another cost model,
-            search, graph, target or layout.
+            search, graph, target, layout or TVM version.
     """
     new = run_settings(cfg, target_info)
     records = os.path.join(work_dir, RECORD_FILE)
     has_records = os.path.exists(records) and os.path.getsize(records) > 0
+    if has_records:
+        check_records_target(work_dir, target_info)
     old = _stored_settings(work_dir) if has_records else None
+    if old is not None and old.get("tvm") and old["tvm"] != new["tvm"]:
+        raise ConfigError(
+            f"work dir {work_dir} holds measurements made with TVM {old['tvm']}, this is TVM "
+            f"{new['tvm']}: another version's schedules and timings are not comparable, and "
+            "the budget would count them; pass --work-dir with a new directory")
     if old is not None:
         keys = ["cost_model", "search", "graph"] + (["target"] if old.get("target") else [])
         if (any(old.get(k) != new[k] for k in keys)
@@ -179,13 +226,13 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info) -> None:
                 f"the budget counts them: this run ({_describe(new)}) would tune nothing "
                 "of its own; pass --work-dir with a new directory (or the same settings "
                 "to resume)")
-        if "model" in old and old["model"] != new["model"]:
+        if record and "model" in old and old["model"] != new["model"]:
             logger.warning(
                 "work dir %s was tuned with a cost model started from %s; this run's starts "
                 "from %s: the measurements made are kept and count toward the budget, the "
                 "search goes on with this run's model", work_dir,
                 " + ".join(old["model"] or ["nothing"]), " + ".join(new["model"] or ["nothing"]))
-        if old.get("target") and old.get("model") == new["model"]:
+        if old.get("target") and old.get("model") == new["model"] and old.get("tvm"):
             return
-    with open(os.path.join(work_dir, SETTINGS_FILE), "w", encoding="utf-8") as f:
-        json.dump(new, f, indent=1)
+    if record:
+        write_json_atomic(os.path.join(work_dir, SETTINGS_FILE), new, indent=1)

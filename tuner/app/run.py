@@ -8,19 +8,20 @@ import time
 from typing import Any
 
 from metatune.config import repo_path
+from metatune.errors import register_ffi_errors
 from tuner.app.checkpoints import checkpoint_note
 from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
 from tuner.app.preflight import check_inputs, check_resume, with_model_sources
-from tuner.engine.database import ensure_work_dir, open_database
+from tuner.engine.database import open_database
 from tuner.engine.evaluate import check_output, compile_network, compile_untuned
 from tuner.engine.timing import interleaved, torch_timer
 from tuner.engine.networks import load_network
 from tuner.engine.tasks import Lowering
 from tuner.engine.runtime import runtime_info
 from tuner.engine.targets import resolve_target
-from tuner.engine.workdir_lock import WorkDirLock
+from tuner.engine.workdir_lock import claimed_work_dir
 from tuner.engine.tasks import extract_tasks, format_task_table
 from tuner.search.zero_shot import with_predictions
 
@@ -52,6 +53,12 @@ def _network_label(cfg: TuneConfig) -> str:
 def run_tune(cfg: TuneConfig) -> dict[str, Any]:
     """Tune every task of a network with MetaSchedule, then compile and measure it.
 
+    Every input is checked before the work dir is made or touched: the configuration, the
+    target, the checkpoints, the RPC tracker, then the network itself (imported, its tasks
+    extracted) and, for a work dir that exists, whether its measurements may be resumed. A
+    refused run leaves nothing behind (a work dir it made is removed again while it holds no
+    measurement).
+
     Args:
         cfg: A configuration from :func:`tuner.app.config.load_tune_config` (validated
             when it was made).
@@ -63,23 +70,15 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
         metatune.errors.MetaTuneError: Any bad input, with a message saying what to do.
     """
     setup_logging(cfg.log_level)
+    register_ffi_errors()  # errors raised in callbacks TVM's C++ calls keep their type
     target_info = resolve_target(cfg.target, cfg.num_cores)
     if note := checkpoint_note(cfg.cost_model, cfg.metatune, target_info.target):
         logger.info("%s", note)  # which checkpoint, and why: named, this CPU's or the fallback
     cfg = with_model_sources(cfg, target_info)  # the report names the checkpoint and data
     check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
     work_dir = default_work_dir(cfg, _network_label(cfg))
-    ensure_work_dir(work_dir)
-    with WorkDirLock(work_dir):
-        return _tune_and_report(cfg, target_info, work_dir)
-
-
-def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, Any]:
-    """:func:`run_tune` once the inputs are checked and the work dir is locked."""
-    check_resume(work_dir, cfg, target_info)
-    database = open_database(work_dir, repair=cfg.repair_db)
-    logger.info("target %s, work dir %s", target_info.description, work_dir)
-
+    if os.path.isdir(work_dir):  # refuse a mismatched resume before the slow import
+        check_resume(work_dir, cfg, target_info, record=False)
     network = load_network(
         cfg.network, onnx_path=cfg.onnx, model_spec=cfg.model,
         input_shape=tuple(cfg.input_shape) if cfg.input_shape else None,
@@ -88,12 +87,22 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str) -> dict[str, A
         logger.info("%s: %s", network.name, note)
     lowering = Lowering(pack_weights=cfg.pack_weights, layout=cfg.layout)
     tasks = extract_tasks(network.relax_mod, target_info.target, lowering)
-    print(format_task_table(tasks), flush=True)
     if cfg.rounds_per_task is not None:
         cfg = with_round_budget(cfg, len(tasks))
         logger.info("budget: %d rounds x %d trials x %d tasks = %d trials",
                     cfg.rounds_per_task, cfg.trials_per_round, len(tasks), cfg.trials)
+    with claimed_work_dir(work_dir):
+        check_resume(work_dir, cfg, target_info)
+        database = open_database(work_dir, repair=cfg.repair_db)
+        logger.info("target %s, work dir %s", target_info.description, work_dir)
+        print(format_task_table(tasks), flush=True)
+        return _tune_and_report(cfg, target_info, work_dir, network, tasks, lowering,
+                                database)
 
+
+def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str, network, tasks,
+                     lowering: Lowering, database) -> dict[str, Any]:
+    """:func:`run_tune` once the inputs are checked and the work dir is locked."""
     writer = None
     if cfg.tensorboard:
         from torch.utils.tensorboard import SummaryWriter

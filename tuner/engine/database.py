@@ -140,6 +140,31 @@ def check_database_files(work_dir: str, repair: bool = False) -> int:
     return len(bad_wl) + len(bad_rec)
 
 
+def target_key(target: dict | None) -> tuple[str | None, str | None]:
+    """What makes two targets' timings comparable: the kind and the CPU (``mcpu``) or GPU
+    architecture (``arch``) of a target's JSON (a record's, or ``Target.export()``)."""
+    target = target if isinstance(target, dict) else {}
+    return target.get("kind"), target.get("mcpu") or target.get("arch")
+
+
+def describe_target(key: tuple[str | None, str | None]) -> str:
+    """``llvm -mcpu=znver4`` for a :func:`target_key`."""
+    kind, cpu = key
+    return f"{kind or 'an unknown target'}" + (f" -mcpu={cpu}" if cpu else "")
+
+
+def record_targets(work_dir: str) -> Counter:
+    """How many records of the work dir were measured for each target (:func:`target_key`),
+    read from the record file without TVM (unreadable lines are the database check's)."""
+    counts: Counter = Counter()
+    for line in _read_lines(os.path.join(work_dir, RECORD_FILE)):
+        obj = _parse(line)
+        if isinstance(obj, list) and len(obj) == 2 and isinstance(obj[1], list) \
+                and len(obj[1]) == 4:
+            counts[target_key(obj[1][2])] += 1
+    return counts
+
+
 def ensure_work_dir(work_dir: str) -> None:
     """Create the work dir if needed and check that it is writable.
 

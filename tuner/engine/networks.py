@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from metatune.errors import ModelImportError, UnknownNetworkError
+from metatune.errors import ModelImportError, UnknownNetworkError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,15 @@ class Network:
         return np.random.default_rng(seed).standard_normal(self.input_shape).astype("float32")
 
 
+def _describe_error(err: BaseException) -> str:
+    """One line of an exception raised by user code, torch or TVM (whose messages may run
+    over many lines): its type and first line, and where a syntax error is."""
+    if isinstance(err, SyntaxError):
+        where = f"{os.path.basename(err.filename or '?')}, line {err.lineno}"
+        return f"SyntaxError: {err.msg} ({where})"
+    return f"{type(err).__name__}: {one_line(err, 200)}"
+
+
 def builtin_module(name: str):
     """Construct a built-in torchvision network with random weights, in eval mode.
 
@@ -89,9 +98,15 @@ def user_module(spec: str):
             f"--model {spec!r}: expected 'module:callable', e.g. 'torchvision.models:resnet50'"
         )
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ModelImportError(f"--model {spec!r}: cannot import it ({err})") from err
+        module = importlib.import_module(module_name)
+    except Exception as err:  # a user's module may raise anything while it is imported
+        raise ModelImportError(f"--model {spec!r}: cannot import {module_name} "
+                               f"({_describe_error(err)})") from err
+    try:
+        factory = getattr(module, attr)
+    except AttributeError as err:
+        raise ModelImportError(f"--model {spec!r}: cannot import {attr!r} from {module_name} "
+                               "(it has no such name)") from err
     if not callable(factory):
         raise ModelImportError(
             f"--model {spec!r} is a {type(factory).__name__}, not a callable; give a "
@@ -100,7 +115,7 @@ def user_module(spec: str):
     try:
         model = factory()
     except Exception as err:  # a user's factory may raise anything
-        first = (str(err).splitlines() or [""])[0][:160]
+        first = one_line(err, 160)
         raise ModelImportError(
             f"--model {spec!r}: calling it without arguments failed ({type(err).__name__}: "
             f"{first}); give a callable that builds the model with no arguments, e.g. a "
@@ -152,8 +167,8 @@ def torch_to_relax(model, input_shape: tuple[int, ...]):
         mod = from_exported_program(exported, keep_params_as_input=True)
     except Exception as err:
         raise ModelImportError(
-            f"could not import the model into TVM Relax via torch.export: {err}"
-        ) from err
+            f"could not import the model into TVM Relax via torch.export: "
+            f"{_describe_error(err)}") from err
     return bind_weights(mod)
 
 
@@ -213,7 +228,7 @@ def load_onnx_network(path: str, input_shape: tuple[int, ...] | None) -> Network
         onnx.checker.check_model(model)
     except Exception as err:
         raise ModelImportError(
-            f"--onnx {path!r} is not a readable ONNX model ({type(err).__name__}: {err}); "
+            f"--onnx {path!r} is not a readable ONNX model ({_describe_error(err)}); "
             "re-export it with torch.onnx.export or onnx.save"
         ) from err
     graph_input = model.graph.input[0]
@@ -230,7 +245,8 @@ def load_onnx_network(path: str, input_shape: tuple[int, ...] | None) -> Network
                       keep_params_in_input=True)
         )
     except Exception as err:
-        raise ModelImportError(f"--onnx {path!r}: TVM could not import it: {err}") from err
+        raise ModelImportError(f"--onnx {path!r}: TVM could not import it "
+                               f"({_describe_error(err)})") from err
 
     def reference(x: np.ndarray) -> np.ndarray:
         from onnx.reference import ReferenceEvaluator

@@ -4,12 +4,19 @@ Two ``tune.py`` runs on one work dir interleave their workload lines and measure
 trials twice. :class:`WorkDirLock` takes ``fcntl.flock`` on ``<work_dir>/.lock`` (which
 holds the owner's pid); a second run refuses at once, naming that pid. The kernel drops the
 lock when the process ends in any way, ``kill -9`` included.
+
+:func:`claimed_work_dir` makes, checks and locks a work dir for one run, and takes back
+what the run made when it fails before its first measurement: a refused run leaves no
+empty database, lock or ``settings.json`` behind.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from metatune.errors import WorkDirError
 
@@ -64,3 +71,62 @@ class WorkDirLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+#: What a run puts in a work dir before its first measurement (removed again when it fails
+#: then, in a work dir that was there before it).
+FIRST_ENTRIES = ("database_workload.json", "database_tuning_record.json", "settings.json",
+                 LOCK_FILE, "logs", "tensorboard", "curves.jsonl", "rounds.jsonl")
+
+
+def _has_records(work_dir: str) -> bool:
+    path = os.path.join(work_dir, "database_tuning_record.json")
+    return os.path.exists(path) and os.path.getsize(path) > 0
+
+
+@contextmanager
+def claimed_work_dir(work_dir: str) -> Iterator[WorkDirLock]:
+    """Make the work dir if needed, check it is writable and hold its lock for a ``with``
+    block. An exception that leaves the block while the work dir holds no measurement takes
+    back what this run made: the whole work dir if the run created it, else the entries of
+    :data:`FIRST_ENTRIES` that were not there before. Ctrl-C leaves everything as it is.
+
+    Raises:
+        WorkDirError: It cannot be created or written, or another run holds it.
+    """
+    from tuner.engine.database import ensure_work_dir
+
+    created = not os.path.exists(work_dir)
+    before = set() if created else set(os.listdir(work_dir))
+    ensure_work_dir(work_dir)
+    try:
+        with WorkDirLock(work_dir) as lock:
+            yield lock
+    except WorkDirError as err:
+        if "in use by process" not in str(err):  # another run's work dir is never touched
+            _take_back(work_dir, created, before)
+        raise
+    except Exception:
+        _take_back(work_dir, created, before)
+        raise
+
+
+def _take_back(work_dir: str, created: bool, before: set[str]) -> None:
+    """Remove what a failed run made in ``work_dir`` (see :func:`claimed_work_dir`), unless
+    the work dir holds a measurement."""
+    if _has_records(work_dir):
+        return
+    if created:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return
+    for name in FIRST_ENTRIES:
+        path = os.path.join(work_dir, name)
+        if name in before or not os.path.lexists(path):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
