@@ -7,14 +7,26 @@ server's TVM runtime: start every server with ``TVM_NUM_THREADS`` set to the cor
 device it measures. Before tuning starts, :func:`check_tracker` makes sure the tracker
 answers and holds at least one server under the key, so that a typo costs one line, not a
 run of failed measurements.
+
+While tuning, :class:`WatchedRPCRunner` keeps watching them: before each batch and every few
+seconds while one is measured, it asks the tracker (its own short query: TVM's client
+retries for minutes). When the tracker stops answering or no server is left under the key,
+tuning stops within seconds with one line (:class:`~metatune.errors.RunnerUnavailableError`),
+the runner's workers are killed (no retry warnings, no thread tracebacks) and the batch in
+flight is not committed: a candidate is never recorded as a failed measurement because the
+farm went away. A candidate whose session failed while a server left the farm is measured
+again on the servers that are left.
 """
 
 from __future__ import annotations
 
+import json
 import socket
+import struct
 from dataclasses import dataclass
 
 from metatune.errors import ConfigError, RunnerUnavailableError
+
 
 START_TRACKER = "python -m tvm.exec.rpc_tracker --host {host} --port {port}"
 START_SERVER = ("TVM_NUM_THREADS=<cores> python -m tvm.exec.rpc_server --host <server ip> "
@@ -54,6 +66,30 @@ class RPCSettings:
                 raise ConfigError(f"runner.rpc.{key}={getattr(self, key)}: must be at least 1")
 
 
+def tracker_summary(host: str, port: int, timeout_sec: float = 5.0) -> dict:
+    """The tracker's summary (``server_info``, ``queue_info``), asked over one socket that
+    gives up after ``timeout_sec`` (TVM's own client retries for a minute and more).
+
+    Raises:
+        OSError: Nothing answers, or the answer is cut off.
+        RuntimeError: What answers is not a TVM RPC tracker.
+    """
+    from tvm.rpc import base
+
+    with socket.create_connection((host, port), timeout=timeout_sec) as sock:
+        sock.settimeout(timeout_sec)
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
+            raise RuntimeError(f"{host}:{port} is not a TVM RPC tracker")
+        data = json.dumps([base.TrackerCode.SUMMARY]).encode()
+        sock.sendall(struct.pack("<i", len(data)) + data)
+        size = struct.unpack("<i", base.recvall(sock, 4))[0]
+        code, value = json.loads(base.recvall(sock, size).decode())
+    if code != base.TrackerCode.SUCCESS:
+        raise RuntimeError(f"the tracker at {host}:{port} answered {code}")
+    return value
+
+
 def check_tracker(rpc: RPCSettings, connect_timeout_sec: float = 5.0) -> int:
     """How many servers the tracker holds under ``rpc.key`` (free or busy).
 
@@ -61,18 +97,15 @@ def check_tracker(rpc: RPCSettings, connect_timeout_sec: float = 5.0) -> int:
         RunnerUnavailableError: No tracker answers at the address, or no server is
             registered under the key; the message says how to start one.
     """
-    from tvm import rpc as tvm_rpc
-
     host, port = rpc.tracker_host, int(rpc.tracker_port)
     fmt = {"host": host, "port": port, "key": rpc.key}
-    try:  # TVM's own client retries for a minute: fail fast on a closed port
-        socket.create_connection((host, port), timeout=connect_timeout_sec).close()
-        summary = tvm_rpc.connect_tracker(host, port).summary()
-    except (OSError, RuntimeError) as err:
+    try:
+        summary = tracker_summary(host, port, connect_timeout_sec)
+    except (OSError, RuntimeError, ValueError) as err:
         raise RunnerUnavailableError(
-            f"no RPC tracker answers at {host}:{port} ({err}): start one with "
-            f"{START_TRACKER.format(**fmt)}, or set runner.rpc.tracker_host/tracker_port"
-        ) from err
+            f"no RPC tracker answers at {host}:{port} ({err or type(err).__name__}): start "
+            f"one with {START_TRACKER.format(**fmt)}, or set "
+            "runner.rpc.tracker_host/tracker_port") from err
     queue = summary.get("queue_info", {}).get(rpc.key, {})
     registered = sum(1 for s in summary.get("server_info", [])
                      if s.get("key") == f"server:{rpc.key}")
@@ -87,7 +120,8 @@ def check_tracker(rpc: RPCSettings, connect_timeout_sec: float = 5.0) -> int:
 
 
 def make_rpc_runner(rpc: RPCSettings, evaluator, initializer=None):
-    """MetaSchedule's ``RPCRunner`` on the tracker's servers under ``rpc.key``.
+    """MetaSchedule's ``RPCRunner`` on the tracker's servers under ``rpc.key``, watched
+    (:class:`WatchedRPCRunner`).
 
     Args:
         rpc: Tracker, key and limits.
@@ -97,11 +131,17 @@ def make_rpc_runner(rpc: RPCSettings, evaluator, initializer=None):
     Raises:
         RunnerUnavailableError: See :func:`check_tracker`.
     """
+    import functools
+
     from tvm.s_tir import meta_schedule as ms
 
-    check_tracker(rpc)
+    from tuner.engine.rpc_watch import WatchedRPCRunner, quiet_worker
+
+    servers = check_tracker(rpc)
     config = ms.runner.RPCConfig(tracker_host=rpc.tracker_host,
                                  tracker_port=int(rpc.tracker_port), tracker_key=rpc.key,
                                  session_timeout_sec=int(rpc.session_timeout_sec))
-    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator,
-                               max_workers=int(rpc.servers), initializer=initializer)
+    inner = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator,
+                                max_workers=int(rpc.servers),
+                                initializer=functools.partial(quiet_worker, initializer))
+    return WatchedRPCRunner(rpc, inner, servers)
