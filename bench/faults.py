@@ -382,6 +382,23 @@ ROWS = {
 }
 
 
+def _round2(key: str) -> Callable:
+    """A row of issue 63 (:mod:`bench.faults_round2`, imported when the row runs)."""
+    def row(tmp: str):
+        from bench import faults_round2
+
+        return faults_round2.ROWS[key][1](tmp)
+    return row
+
+
+ROWS.update({key: (title, _round2(key)) for key, title in (
+    ("crafted-pickle", "12. a crafted pickle as pretrained= / --checkpoint (zip and legacy)"),
+    ("train-out", "13. train.py onto an existing out; its default out"),
+    ("foreign-records", "14. a znver4 database in a new work dir, tuned for haswell"),
+    ("bad-model", "15. truncated ONNX, ONNX op TVM lacks, --model returning int, syntax error"),
+    ("rpc-tracker", "16. RPC tracker killed mid-run (2 servers, 64 trials)"))})
+
+
 TABLE_HEAD = ("| fault | what the user saw | records before | records after | verdict |",
               "|---|---|---|---|---|")
 

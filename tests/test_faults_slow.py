@@ -1,4 +1,4 @@
-"""Every fault of issue 16 injected into real tune.py runs (``bench.faults``)."""
+"""Every fault of issues 16 and 63 injected into real tune.py / train.py runs (``bench.faults``)."""
 
 from __future__ import annotations
 
