@@ -150,7 +150,7 @@ class TuneConfig:
     batch: int = 1
     fold_bn: bool = True
     pack_weights: bool = True
-    layout: str = "NHWC"  # chosen on selection networks: docs/bench/layout-ab.md
+    layout: str = "NHWC"  # chosen on selection networks: docs/lab/compile/layout-ab.md
     target: str = "llvm"
     num_cores: Optional[int] = None
     work_dir: Optional[str] = None
