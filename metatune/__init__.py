@@ -16,3 +16,13 @@ __version__ = "0.1.0"
 # jit module, is silenced; every other warning shows as before.
 _warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated",
                          category=FutureWarning, module=r"torch\.jit\._script")
+
+
+def __getattr__(name: str):
+    """``metatune.load`` (:func:`metatune.deploy.load`), imported on first use: ``import
+    metatune`` loads neither TVM nor the deployment code."""
+    if name == "load":
+        from metatune.deploy import load
+
+        return load
+    raise AttributeError(f"module 'metatune' has no attribute {name!r}")

@@ -11,3 +11,8 @@ import os as _os
 from tuner.engine.targets import host_num_cores as _host_num_cores
 
 _os.environ.setdefault("TVM_NUM_THREADS", str(_host_num_cores()))
+
+# torch.compile(backend="metatune"), registered by name; nothing is imported until it is used.
+from tuner.registration import install as _install_backend  # noqa: E402
+
+_install_backend()
