@@ -19,7 +19,7 @@ FLAGS = {
     "trials_per_task": "trials_per_task", "trials_per_round": "trials_per_round",
     "rounds_per_task": "rounds_per_task",
     "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search",
-    "work_dir": "work_dir", "runner": "runner.kind",
+    "work_dir": "work_dir", "runner": "runner.kind", "export": "export",
     "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
 }
 
@@ -77,6 +77,9 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p.add_argument("--checkpoint", help="MetaTune cost-model checkpoint (python train.py)")
     p.add_argument("--graph", help="super | plain: graph mode of the MetaTune checkpoint")
     p.add_argument("--work-dir", help="database, logs, TensorBoard and report go here")
+    p.add_argument("--export", help="after tuning, write the compiled network to this "
+                   "directory (model.so + manifest.json; runs with tvm.runtime alone); "
+                   "export_overwrite=true replaces an artifact there")
     p.add_argument("--runner", help="local | rpc: measure here or on the servers behind a TVM "
                    "RPC tracker (runner.rpc.tracker_host=..., runner.rpc.key=...)")
     p.add_argument("--repair-db", action="store_true",

@@ -154,6 +154,8 @@ class TuneConfig:
     target: str = "llvm"
     num_cores: Optional[int] = None
     work_dir: Optional[str] = None
+    export: Optional[str] = None  # after tuning: the artifact directory (tuner/app/export.py)
+    export_overwrite: bool = False
     trials: int = 128
     trials_per_task: Optional[int] = None
     trials_per_round: int = 16
@@ -195,6 +197,8 @@ class TuneConfig:
             self.onnx = resolve_path(self.onnx)
         if self.work_dir:
             self.work_dir = resolve_path(self.work_dir)
+        if self.export:
+            self.export = resolve_path(self.export)
         for key in ("trials", "trials_per_round"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)}: the budget must be a positive "

@@ -10,7 +10,9 @@ from typing import Any
 from metatune.config import repo_path
 from metatune.errors import register_ffi_errors
 from tuner.app.checkpoints import checkpoint_note
+from tuner.app.artifact import check_out_path
 from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
+from tuner.app.export import export_run
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
 from tuner.app.preflight import check_inputs, check_resume, with_model_sources
@@ -76,6 +78,8 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
         logger.info("%s", note)  # which checkpoint, and why: named, this CPU's or the fallback
     cfg = with_model_sources(cfg, target_info)  # the report names the checkpoint and data
     check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
+    if cfg.export:  # an export path in the way is refused before tuning, not after
+        check_out_path(cfg.export, cfg.export_overwrite)
     work_dir = default_work_dir(cfg, _network_label(cfg))
     if os.path.isdir(work_dir):  # refuse a mismatched resume before the slow import
         check_resume(work_dir, cfg, target_info, record=False)
@@ -128,6 +132,11 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str, network, tasks
     print(format_report(report), flush=True)
     logger.info("report: %s%s", os.path.join(work_dir, "report.json"),
                 f", curves: {png}" if png else "")
+    if cfg.export:
+        export_run(cfg.export, report=report, network=network, target_info=target_info,
+                   database=with_predictions(database, work_dir), lowering=lowering,
+                   work_dir=work_dir, overwrite=cfg.export_overwrite,
+                   rtol=cfg.evaluate.rtol if cfg.evaluate.check else None)
     return report
 
 

@@ -135,7 +135,16 @@ def _lower_passes(target) -> list:
 
 def compile_network(relax_mod, target, database, device_type: str,
                     lowering: Lowering = Lowering(), on_fused=None) -> CompiledNetwork:
-    """Compile a network with the schedules of ``database``.
+    """Compile a network with the schedules of ``database`` (:func:`build_network`) and
+    load it into a VM on ``device_type``."""
+    return CompiledNetwork(build_network(relax_mod, target, database, lowering, on_fused),
+                           device_type)
+
+
+def build_network(relax_mod, target, database, lowering: Lowering = Lowering(),
+                  on_fused=None):
+    """Build a network with the schedules of ``database``: the ``relax.VMExecutable``
+    (``export_library`` writes it; nothing is loaded, so any target builds here).
 
     The pipeline is MetaSchedule's ``compile_relax`` plus weight pre-packing: the same
     fusion as extraction (:func:`tuner.engine.tasks.fuse_pipeline`), the database's schedules,
@@ -148,7 +157,6 @@ def compile_network(relax_mod, target, database, device_type: str,
         relax_mod: The network's Relax module (weights bound).
         target: The ``tvm.target.Target``.
         database: A MetaSchedule database.
-        device_type: ``"cpu"``, ``"cuda"``, ``"rocm"``.
         lowering: Weight packing and layout: must be the extraction's.
         on_fused: Called with the fused ``IRModule`` before the schedules are applied
             (its function names are the compiled network's).
@@ -177,8 +185,7 @@ def compile_network(relax_mod, target, database, device_type: str,
         return tvm.transform.Sequential([*packing, *fallback, *lower])(mod)
 
     with target, database, tvm.transform.PassContext(opt_level=3):
-        executable = relax.build(relax_mod, target=target, relax_pipeline=pipeline)
-    return CompiledNetwork(executable, device_type)
+        return relax.build(relax_mod, target=target, relax_pipeline=pipeline)
 
 
 def compile_untuned(relax_mod, target, device_type: str) -> CompiledNetwork:
