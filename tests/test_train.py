@@ -240,7 +240,7 @@ def test_train_never_replaces_a_file_it_was_not_asked_to(tiny_data, tmp_path):
     assert cfg.out == repo_path("runs", "train", f"{cfg.data_dir.rsplit('/', 1)[-1]}-super.ckpt")
     assert not cfg.overwrite
     out = tmp_path / "mine.ckpt"
-    for existing in (out, tmp_path / "mine.ckpt.json"):
+    for existing in (out, tmp_path / "mine.json"):  # the checkpoint and its provenance
         existing.write_text("keep me")
         with pytest.raises(ConfigError, match="overwrite=true"):
             run_train(load_train_config(overrides=_overrides(tiny_data, out=out,
