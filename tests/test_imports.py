@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The project's packages and folders of scripts (a missing one is skipped).
 PACKAGES = ("metatune", "lightning_modules", "datamodules", "tuner", "bench", "experiments",
             "scripts")
-ENTRY_POINTS = ("tune", "train", "collect")
+#: The entry points: every script at the repository's root (tune.py, train.py, ...).
+ENTRY_POINTS = tuple(sorted(p.stem for p in ROOT.glob("*.py")))
 
 #: Each layer and the layers it may import (its own included).
 CORE, TRAINING, ENGINE, MODELS, SEARCH, APP = ("core", "training", "engine", "models", "search",
