@@ -33,7 +33,7 @@ GRAPH_MODES = ("plain", "super")
 DEFAULT_GRAPH = "super"
 #: The platform (target kind and CPU) of the shipped dataset and checkpoints: what
 #: ``data_dir`` (train) left ``null`` means, and what a target without data of its own
-#: uses (:mod:`tuner.engine.platforms`).
+#: uses (:mod:`tuner.app.checkpoints`).
 SHIPPED_DATASET = "llvm-icelake-server"
 DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data", SHIPPED_DATASET)
 #: The platform whose checkpoints a target without checkpoints of its own loads (with

@@ -23,7 +23,7 @@ class MetaTuneModelConfig:
     Attributes:
         checkpoint: The meta-trained network (``None``: the target's own platform's when
             this repository has it, else the shipped one of its kind; see
-            :func:`tuner.engine.platforms.default_checkpoint_for`); made absolute when set.
+            :func:`tuner.app.checkpoints.default_checkpoint_for`); made absolute when set.
         graph: ``super`` or ``plain``: the graph mode the checkpoint was trained with.
         from_scratch: No checkpoint: start from random weights, learn online only.
         adapt_steps: Online fine-tuning steps after each measured round (None: the
@@ -85,7 +85,7 @@ class XferConfig:
             the data a checkpoint was trained on); ``None``: the splits the target's
             default checkpoint was trained on, else the ``train`` split of the target's own
             platform's dataset when it is here, else of the shipped one
-            (:func:`tuner.engine.platforms.default_xfer_data`).
+            (:func:`tuner.app.checkpoints.default_xfer_data`).
         cache_dir: Where the pre-trained booster is cached (``None``: ``work/cache`` in
             the repository).
     """

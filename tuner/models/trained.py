@@ -79,7 +79,7 @@ class TrainedModel:
                 was loaded: the note points to it instead of advising to train one.
             train_command: The command that trains the target CPU's checkpoint of this
                 graph mode from data collected here, when there is such data but no such
-                checkpoint (:func:`tuner.engine.platforms.own_train_command`): the note
+                checkpoint (:func:`tuner.app.checkpoints.own_train_command`): the note
                 gives it.
         """
         trained = _mcpu_of(self.platform.get("target"))
