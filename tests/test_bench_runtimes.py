@@ -1,0 +1,85 @@
+"""The runtimes page (``bench.runtimes``) from a synthetic record, and a real side-by-side
+timing of a tiny network through PyTorch, ONNX Runtime and OpenVINO."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from bench import runtimes
+from bench.runtime_timers import deploy_runtimes, time_side_by_side
+
+
+def _record(network: str, tuned: float, ort: float, ov: float) -> dict:
+    names = list(runtimes.LABELS)
+    lat = {"tvm_tuned": tuned, "torch": 10.0, "torch_compile": 8.0, "onnxruntime": ort,
+           "openvino_f32": ov, "openvino_default": 3.0}
+    return {"network": network, "budget": 128, "platform": "llvm-znver4",
+            "latency_ms": lat, "latency_windows_ms": {n: [v, v] for n, v in lat.items()},
+            "rel_error": {**{n: 1e-6 for n in names}, "torch": 0.0, "openvino_default": 2e-2},
+            "threads": {n: 2 for n in names},
+            "precision": {**{n: "f32" for n in names}, "openvino_default": "bf16"},
+            "timing": {"rounds": 5, "windows": 10, "min_window_ms": 200, "order": "alternating",
+                       "warm_call": True},
+            "failures": {}, "target": "llvm -mcpu=znver4 (2 cores)",
+            "machine": {"cpu": "AMD EPYC", "cpu_flags": ["avx512f", "avx512_bf16"]},
+            "runtime": {"tvm_threads": 2, "torch_threads": 2},
+            "versions": {"tvm": "0.27", "torch": "2.14.1", "onnxruntime": "1.32.0",
+                         "openvino": "2026.4.1"},
+            "command": "python -m bench.runtimes", "date": "2026-12-07T05:00:00+00:00"}
+
+
+def test_page_from_synthetic_records(tmp_path):
+    fast = _record("alexnet", tuned=4.0, ort=5.0, ov=6.0)
+    slow = _record("resnet-18", tuned=7.5, ort=5.0, ov=6.0)
+    out = str(tmp_path / "runtimes")
+    runtimes.write_page([fast, slow], out, {"command": "python -m bench.runtimes",
+                                            "date": "2026-12-07"})
+    text = open(out + ".md", encoding="utf-8").read()
+    assert "| llvm-znver4 | alexnet | 128 | 4.00 (0.40x) | 10.0 (1.00x) |" in text
+    assert "3.00 (0.30x, bf16)" in text  # the default precision, marked
+    assert "OpenVINO default (lower precision)" in text
+    # fastest f32 leaves bf16 out; the verdict says plainly where the tuned build loses
+    assert "| TVM tuned | yes |" in text and "| ONNX Runtime | **no** |" in text
+    assert "tuned 7.50 ms is 1.50x ONNX Runtime's 5.00 ms" in text
+    assert "AMD EPYC (flags: avx512f,avx512_bf16)" in text
+    assert "onnxruntime 1.32.0, openvino 2026.4.1" in text
+    assert "2.0e-02" in text and "2 / 2 / 2 / 2 / 2 / 2" in text
+    doc = json.load(open(out + ".json", encoding="utf-8"))
+    assert [r["network"] for r in doc["records"]] == ["alexnet", "resnet-18"]
+
+
+def test_records_load_by_network_order(tmp_path):
+    for rec in (_record("vgg-16", 1, 2, 3), _record("alexnet", 1, 2, 3)):
+        path = runtimes.record_path(str(tmp_path), rec["platform"], rec["network"], 128)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        json.dump(rec, open(path, "w", encoding="utf-8"))
+    assert [r["network"] for r in runtimes.load_records(str(tmp_path))] == ["alexnet",
+                                                                            "vgg-16"]
+
+
+def test_tiny_convnet_side_by_side_through_ort_and_openvino(tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("openvino")
+    from tests.models import tiny_convnet
+    from tuner.engine.networks import load_torch_network
+
+    net = load_torch_network(tiny_convnet(), "tiny", (1, 8, 16, 16))  # as tune.py imports it
+    x = net.example_input()
+    names = ("torch", "onnxruntime", "openvino_f32", "openvino_default")
+    failures: dict[str, str] = {}
+    made = deploy_runtimes(net.torch_module, x, 2, str(tmp_path), names, failures)
+    assert failures == {} and list(made) == list(names)
+    rec = time_side_by_side(made, made["torch"].output, windows=2, min_window_ms=5, rounds=2)
+    assert set(rec["latency_ms"]) == set(names)
+    assert all(v > 0 for v in rec["latency_ms"].values())
+    assert all(len(v) == 2 for v in rec["latency_windows_ms"].values())
+    assert rec["threads"] == {n: 2 for n in names}  # read back from every runtime
+    assert np.allclose(made["torch"].output, net.reference(x))
+    for name in ("onnxruntime", "openvino_f32"):
+        assert rec["rel_error"][name] < 1e-4 and rec["precision"][name] == "f32"
+    assert rec["rel_error"]["openvino_default"] < 5e-2  # bf16 where the CPU has it
+    assert rec["precision"]["openvino_default"] in ("f32", "bf16", "f16")
