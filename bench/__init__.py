@@ -2,6 +2,8 @@
 
 - ``pytorch_parity`` (with :mod:`bench.parity_convs`): tuned networks against PyTorch eager
   and ``torch.compile``, conv by conv;
+- ``runtimes`` (with :mod:`bench.runtime_timers`): the tuned build beside PyTorch eager,
+  ``torch.compile``, ONNX Runtime and OpenVINO, same threads, timed side by side;
 - ``compare_frameworks`` (with :mod:`bench.frameworks` and ``retime_networks``): the tuning
   frameworks side by side on held-out convolutions and networks;
 - ``model_accuracy`` (with :mod:`bench.accuracy`): cost-model accuracy after k samples;
