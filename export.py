@@ -9,6 +9,7 @@ Examples:
     python export.py --work-dir work/alexnet --out alexnet.metatune
     python export.py --work-dir work/r18 --out r18.metatune --overwrite
     python export.py --work-dir work/pi --cross-cc aarch64-linux-gnu-g++   # cross target
+    python export.py --work-dir work/pi --time --runner rpc --key pi    # timed on the device
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ import sys
 
 
 def parse_args(argv: list[str]):
-    """The export configuration of the command line (:class:`tuner.app.export.ExportConfig`)."""
+    """The export configuration of the command line (:class:`tuner.app.export.ExportConfig`).
+
+    Raises:
+        ConfigError: A malformed ``--tracker``.
+    """
+    from metatune.errors import ConfigError
     from tuner.app.export import ExportConfig
 
     p = argparse.ArgumentParser(description=__doc__,
@@ -31,9 +37,25 @@ def parse_args(argv: list[str]):
                    help="do not run the exported library against the reference")
     p.add_argument("--cross-cc", help="cross compiler linking model.so for a target of "
                    "another triple (default: model.tar, linked on the device)")
+    p.add_argument("--time", action="store_true",
+                   help="time the artifact (the work dir's evaluate.repeat windows of "
+                   "evaluate.min_repeat_ms) and record it in the manifest")
+    p.add_argument("--runner", choices=("local", "rpc"),
+                   help="where --time runs it (default: where the work dir was measured)")
+    p.add_argument("--tracker", help="HOST:PORT of the RPC tracker (default: the work dir's)")
+    p.add_argument("--key", help="RPC device key (default: the work dir's)")
     args = p.parse_args(argv)
+    rpc = {}
+    if args.tracker:
+        host, _, port = args.tracker.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"--tracker {args.tracker!r}: give HOST:PORT, e.g. 127.0.0.1:9190")
+        rpc.update(tracker_host=host, tracker_port=int(port))
+    if args.key:
+        rpc["key"] = args.key
     return ExportConfig(work_dir=args.work_dir, out=args.out, overwrite=args.overwrite,
-                        check=not args.no_check, cross_cc=args.cross_cc)
+                        check=not args.no_check, cross_cc=args.cross_cc, time=args.time,
+                        runner=args.runner, rpc=rpc or None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"exported {manifest['network']} for {manifest['target']} to {out}: "
           f"{manifest['provenance']['records']} records"
           + (f", output checked (rel. max error {check:.1e})" if check is not None else ""))
+    if timing := manifest.get("timing"):
+        print(f"latency {timing['median_ms']:.3f} ms (median of {len(timing['runs_ms'])} "
+              f"windows, {timing['where']})")
     return 0
 
 

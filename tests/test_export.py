@@ -194,3 +194,44 @@ def test_a_cross_target_is_built_for_its_triple(tuned, tmp_path, capsys):
         assert names and all(n.endswith(".o") for n in names)
         header = tar.extractfile(names[0]).read(20)
     assert header[:4] == b"\x7fELF" and header[18:20] == (183).to_bytes(2, "little")  # aarch64
+
+
+
+def test_the_artifact_is_timed_here(tuned):
+    from tuner.app.artifact_timing import time_artifact
+
+    _, artifact = tuned
+    here = time_artifact(str(artifact), repeat=3, min_repeat_ms=10)
+    assert here["where"] == "local" and len(here["runs_ms"]) == 3 and here["median_ms"] > 0
+
+
+@pytest.mark.slow
+def test_export_time_on_an_rpc_server(tuned, tmp_path, capsys):
+    """--time over RPC: the server loads the uploaded library and times it (one TVM thread);
+    the latency lands in the manifest. Slow: a tracker and a server start (~30 s)."""
+    from bench.rpc_farm import local_farm
+
+    work, _ = tuned
+    out = tmp_path / "timed.metatune"
+    with local_farm(1, key="metatune-export-test", threads=1) as farm:
+        rpc = farm.rpc
+        code, printed, err = _export(
+            capsys, "--work-dir", str(work), "--out", str(out), "--no-check", "--time",
+            "--runner", "rpc", "--tracker", f"{rpc.tracker_host}:{rpc.tracker_port}",
+            "--key", rpc.key)
+    assert code == 0, err
+    timing = _manifest(out)["timing"]
+    assert timing["where"] == f"rpc {rpc.key}@{rpc.tracker_host}:{rpc.tracker_port}"
+    assert len(timing["runs_ms"]) == 10 and timing["median_ms"] > 0  # evaluate.repeat
+    assert "latency" in printed and "rpc" in printed
+
+
+def test_export_time_without_an_rpc_server_is_one_line(tuned, tmp_path, capsys):
+    from bench.rpc_farm import free_port
+
+    work, _ = tuned
+    code, _, err = _export(capsys, "--work-dir", str(work), "--out", str(tmp_path / "t"),
+                           "--no-check", "--time", "--runner", "rpc", "--tracker",
+                           f"127.0.0.1:{free_port()}")
+    assert code == 2 and "no RPC tracker answers" in err and not (tmp_path / "t").exists()
+    assert err.strip().count("\n") == 0, err

@@ -45,6 +45,11 @@ class ExportConfig:
             reference (PyTorch or ONNX), as ``tune.py``'s evaluation does.
         cross_cc: A cross compiler (e.g. ``aarch64-linux-gnu-g++``) that links ``model.so``
             for a target this machine does not run (else ``model.tar`` is written).
+        time: Time the written artifact (:mod:`tuner.app.artifact_timing`) and record it in
+            the manifest (``timing``).
+        runner: Where to time it: ``local`` or ``rpc`` (``None``: where the work dir was
+            measured, its ``runner.kind``).
+        rpc: ``runner.rpc`` settings to replace the work dir's (e.g. ``{"key": "pi"}``).
     """
 
     work_dir: str
@@ -52,6 +57,9 @@ class ExportConfig:
     overwrite: bool = False
     check: bool = True
     cross_cc: Optional[str] = None
+    time: bool = False
+    runner: Optional[str] = None
+    rpc: Optional[dict] = None
 
 
 def _lines(path: str) -> list[str]:
@@ -310,6 +318,15 @@ def run_export(cfg: ExportConfig) -> tuple[str, dict[str, Any]]:
     out = resolve_path(cfg.out) if cfg.out else default_out(report)
     check_out_path(out, cfg.overwrite)  # before the slow import and compile
     config = report["config"]
+    timing_rpc = None
+    if cfg.time:
+        from tuner.app.artifact_timing import time_into_manifest, timing_settings
+
+        timing_rpc = timing_settings(config, cfg.runner, cfg.rpc)
+    if timing_rpc is not None:
+        from tuner.engine.rpc import check_tracker
+
+        check_tracker(timing_rpc)  # a tracker or server missing: said before the compile
     target, device_type = build_target(config, work_dir)
     shape = config.get("input_shape")
     network = load_network(config.get("network"), onnx_path=config.get("onnx"),
@@ -321,10 +338,14 @@ def run_export(cfg: ExportConfig) -> tuple[str, dict[str, Any]]:
                         layout=str(config.get("layout") or settings.get("layout") or "NCHW"))
     database = with_predictions(open_database(work_dir), work_dir)
     rtol = float((config.get("evaluate") or {}).get("rtol", 1e-3)) if cfg.check else None
-    return export_network(out, network=network, target=target, device_type=device_type,
-                          database=database, lowering=lowering,
-                          provenance=provenance(work_dir, report, settings, records),
-                          overwrite=cfg.overwrite, rtol=rtol, cross_cc=cfg.cross_cc)
+    out, manifest = export_network(out, network=network, target=target,
+                                   device_type=device_type, database=database,
+                                   lowering=lowering,
+                                   provenance=provenance(work_dir, report, settings, records),
+                                   overwrite=cfg.overwrite, rtol=rtol, cross_cc=cfg.cross_cc)
+    if cfg.time:
+        manifest = time_into_manifest(out, manifest, config, timing_rpc)
+    return out, manifest
 
 
 def export_run(out: str, *, report: dict[str, Any], network, target_info, database,
