@@ -108,7 +108,9 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     out = cfg.out
     os.makedirs(os.path.dirname(out), exist_ok=True)
     if m.steps > 0:
-        trainer.save_checkpoint(out)  # the global rank 0 writes
+        # the global rank 0 writes the weights and settings (what tune.py and pretrained=
+        # read), not the optimizer's state: nothing resumes a run from it
+        trainer.save_checkpoint(out, weights_only=True)
     elif trainer.is_global_zero:
         _save_plain(meta, out)
     if trainer.is_global_zero:
