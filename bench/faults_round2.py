@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from bench.faults import BASE, ROOT, Run, records, tune, wait_for
+from bench.fault_harness import BASE, ROOT, Run, records, tune, wait_for
 from tuner.engine.database import RECORD_FILE, WORKLOAD_FILE
 
 

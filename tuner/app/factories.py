@@ -17,7 +17,7 @@ from tuner.app.config import RunnerConfig, SearchParams
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch
 from tuner.engine.platforms import dataset_kind
-from tuner.engine.rpc import make_rpc_runner
+from tuner.engine.rpc_watch import make_rpc_runner
 from tuner.models import COST_MODELS
 from tuner.models.cost_model import MetaTuneCostModel
 from tuner.models.ensemble import EnsembleCostModel

@@ -117,31 +117,3 @@ def check_tracker(rpc: RPCSettings, connect_timeout_sec: float = 5.0) -> int:
             f"{', '.join(known)}): start one with {START_SERVER.format(**fmt)}, or set "
             "runner.rpc.key")
     return servers
-
-
-def make_rpc_runner(rpc: RPCSettings, evaluator, initializer=None):
-    """MetaSchedule's ``RPCRunner`` on the tracker's servers under ``rpc.key``, watched
-    (:class:`WatchedRPCRunner`).
-
-    Args:
-        rpc: Tracker, key and limits.
-        evaluator: The ``ms.runner.EvaluatorConfig`` (how each candidate is timed).
-        initializer: Run in each local worker that drives a session.
-
-    Raises:
-        RunnerUnavailableError: See :func:`check_tracker`.
-    """
-    import functools
-
-    from tvm.s_tir import meta_schedule as ms
-
-    from tuner.engine.rpc_watch import WatchedRPCRunner, quiet_worker
-
-    servers = check_tracker(rpc)
-    config = ms.runner.RPCConfig(tracker_host=rpc.tracker_host,
-                                 tracker_port=int(rpc.tracker_port), tracker_key=rpc.key,
-                                 session_timeout_sec=int(rpc.session_timeout_sec))
-    inner = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator,
-                                max_workers=int(rpc.servers),
-                                initializer=functools.partial(quiet_worker, initializer))
-    return WatchedRPCRunner(rpc, inner, servers)

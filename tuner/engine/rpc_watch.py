@@ -173,3 +173,29 @@ class WatchedFuture(PyRunnerFuture):
                 self.runner.farm()
                 last = time.monotonic()
         return future.result()
+
+
+def make_rpc_runner(rpc: RPCSettings, evaluator, initializer=None):
+    """MetaSchedule's ``RPCRunner`` on the tracker's servers under ``rpc.key``, watched
+    (:class:`WatchedRPCRunner`).
+
+    Args:
+        rpc: Tracker, key and limits.
+        evaluator: The ``ms.runner.EvaluatorConfig`` (how each candidate is timed).
+        initializer: Run in each local worker that drives a session.
+
+    Raises:
+        RunnerUnavailableError: See :func:`check_tracker`.
+    """
+    import functools
+
+    from tvm.s_tir import meta_schedule as ms
+
+    servers = check_tracker(rpc)
+    config = ms.runner.RPCConfig(tracker_host=rpc.tracker_host,
+                                 tracker_port=int(rpc.tracker_port), tracker_key=rpc.key,
+                                 session_timeout_sec=int(rpc.session_timeout_sec))
+    inner = ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator,
+                                max_workers=int(rpc.servers),
+                                initializer=functools.partial(quiet_worker, initializer))
+    return WatchedRPCRunner(rpc, inner, servers)
