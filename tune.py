@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.raiseExceptions = False  # a log line that cannot be written prints no traceback
     try:
         yaml_path, dotlist = parse_args(sys.argv[1:] if argv is None else argv)
-        from tuner.app.run import run_tune
         from tuner.app.config import load_tune_config
+        from tuner.app.run import run_tune
 
         run_tune(load_tune_config(yaml_path, dotlist))
     except MetaTuneError as err:

@@ -57,11 +57,11 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-") -> Tun
     from tvm.s_tir import meta_schedule as ms
 
     from tuner.app.config import load_tune_config
-    from tuner.app.preflight import with_model_sources
-    from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.app.monitor import read_curves
-    from tuner.engine.targets import resolve_target
+    from tuner.app.preflight import with_model_sources
     from tuner.app.tuning import tune
+    from tuner.engine.intrinsics import load_tensor_intrinsics
+    from tuner.engine.targets import resolve_target
 
     info = resolve_target("llvm")
     load_tensor_intrinsics(("llvm",))
@@ -184,12 +184,12 @@ def measure(mods: list, info, runner: dict) -> list[float | None]:
         built = builder.build([BuilderInput(m, info.target) for m in mods])
         out: list[float | None] = [None] * len(mods)
         inputs, where = [], []
-        for i, (b, m) in enumerate(zip(built, mods)):
+        for i, (b, m) in enumerate(zip(built, mods, strict=False)):
             if b.error_msg is None:
                 inputs.append(RunnerInput(b.artifact_path, info.device_type,
                                           ArgInfo.from_entry_func(m, remove_preproc=True)))
                 where.append(i)
-        for i, fut in zip(where, pool.run(inputs)):
+        for i, fut in zip(where, pool.run(inputs), strict=False):
             res = fut.result()
             out[i] = measured_seconds(res.run_secs, res.error_msg)
         return out

@@ -52,15 +52,39 @@ import argparse
 import datetime
 import os
 
-from bench.common import (REPO, in_repo, machine_lines, provenance, show_slow_steps,
-                          write_json_atomic, write_results)
+from bench.common import (
+    REPO,
+    in_repo,
+    machine_lines,
+    provenance,
+    show_slow_steps,
+    write_json_atomic,
+    write_results,
+)
 from bench.frameworks.page import markdown
-from bench.frameworks.plan import (FULL_TASKS, PRESETS, QUICK_TASKS, code_lines, network_budget,
-                                   network_sources, retime_groups, run_tasks, side_by_side,
-                                   source_lines, tune_networks)
+from bench.frameworks.plan import (
+    FULL_TASKS,
+    PRESETS,
+    QUICK_TASKS,
+    code_lines,
+    network_budget,
+    network_sources,
+    retime_groups,
+    run_tasks,
+    side_by_side,
+    source_lines,
+    tune_networks,
+)
 from bench.frameworks.plots import plot, plot_accuracy, plot_networks
-from bench.frameworks.stats import (complete_groups, early_accuracy, headlines, network_group,
-                                    network_rows, overall, summarize)
+from bench.frameworks.stats import (
+    complete_groups,
+    early_accuracy,
+    headlines,
+    network_group,
+    network_rows,
+    overall,
+    summarize,
+)
 
 
 def _parse() -> argparse.Namespace:

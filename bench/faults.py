@@ -28,10 +28,8 @@ import time
 from typing import Callable
 
 from bench import faults_round2
-from bench.fault_harness import (ROOT, Run, Tmpfs, loadable, records, repeats, start, tune,
-                                 wait_for)
+from bench.fault_harness import ROOT, Run, Tmpfs, loadable, records, repeats, start, tune, wait_for
 from tuner.engine.database import RECORD_FILE, WORKLOAD_FILE
-
 
 # --- rows: each returns (what the user saw, records before, records after, passed) ---
 

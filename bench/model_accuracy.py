@@ -27,8 +27,12 @@ import logging
 import os
 import time
 
-from bench.accuracy.checkpoints import (data_target, network_workloads, refuse_trained_on,
-                                        validation_workloads)
+from bench.accuracy.checkpoints import (
+    data_target,
+    network_workloads,
+    refuse_trained_on,
+    validation_workloads,
+)
 from bench.accuracy.page import METHOD_NOTES, describe, markdown, scale
 from bench.common import REPO, in_repo, provenance, write_results
 from metatune.config import DEFAULT_DATA_DIR

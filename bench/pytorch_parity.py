@@ -27,8 +27,16 @@ import os
 import subprocess
 import sys
 
-from bench.common import (REPO, cpu_tag, in_repo, machine_lines, median, provenance,
-                          run_command, write_results)
+from bench.common import (
+    REPO,
+    cpu_tag,
+    in_repo,
+    machine_lines,
+    median,
+    provenance,
+    run_command,
+    write_results,
+)
 from bench.parity_convs import CONV_FIELDS, match_tasks, onednn_convs
 
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")

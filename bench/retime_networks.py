@@ -24,8 +24,13 @@ import json
 import os
 
 from bench.common import in_repo, provenance, repo_relative
-from bench.frameworks.plan import (PRESETS, finished_report, network_run_name,
-                                   retime_record_name, this_platform)
+from bench.frameworks.plan import (
+    PRESETS,
+    finished_report,
+    network_run_name,
+    retime_record_name,
+    this_platform,
+)
 
 #: The settings of a network run that must agree across a group to time its builds together.
 LOWERING_KEYS = ("network", "batch", "fold_bn", "pack_weights", "layout", "input_shape",

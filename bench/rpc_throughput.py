@@ -72,8 +72,8 @@ def markdown(doc: dict) -> str:
 
 def main() -> None:
     args = _parse()
-    from tuner.engine.networks import load_network
     from bench.rpc_farm import local_farm
+    from tuner.engine.networks import load_network
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import extract_tasks

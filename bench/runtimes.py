@@ -30,8 +30,16 @@ import sys
 import tempfile
 from typing import Any
 
-from bench.common import (REPO, in_repo, machine_lines, measured_span, provenance,
-                          recorded_run, run_command, write_results)
+from bench.common import (
+    REPO,
+    in_repo,
+    machine_lines,
+    measured_span,
+    provenance,
+    recorded_run,
+    run_command,
+    write_results,
+)
 
 NETWORKS = ("alexnet", "resnet-18", "mobilenet-v2", "squeezenet", "vgg-16")
 RUNS = "docs/bench/runs/runtimes"

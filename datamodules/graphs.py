@@ -13,8 +13,13 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
-from metatune.dataset import (EPISODE_TARGETS, WorkloadSamples, as_split_dirs, left_out_workloads,
-                              load_split)
+from metatune.dataset import (
+    EPISODE_TARGETS,
+    WorkloadSamples,
+    as_split_dirs,
+    left_out_workloads,
+    load_split,
+)
 
 
 def split_workloads(workloads: list[WorkloadSamples], val_fraction: float,

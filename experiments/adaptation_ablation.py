@@ -63,7 +63,6 @@ import os
 import shlex
 import sys
 
-
 #: The episodes every variant was measured with, before one-workload tasks meta-trained 5x
 #: longer became train.py's default: each variant states its own, so that it means what it
 #: measured whatever the defaults are.

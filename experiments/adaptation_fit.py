@@ -76,7 +76,6 @@ def parse_setting(text: str) -> tuple[int, float, str]:
 def load_workloads(args: argparse.Namespace, graph: str) -> list:
     """The workloads scored: the checkpoint's validation ones, or a split's."""
     from bench.accuracy.checkpoints import validation_workloads
-
     from bench.accuracy.workloads import load_eval_workloads, load_split_workloads
 
     need = args.query + max(args.ks)
@@ -112,9 +111,9 @@ def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[i
         One row per (k, seed, workload): ``fit_before``, ``fit_after``, ``query_before``,
         ``query_after``.
     """
-    from metatune.metrics import pairwise_accuracy
-    from bench.accuracy.workloads import relative_targets, split_indices
     from bench.accuracy.methods import MetaTuneMethod
+    from bench.accuracy.workloads import relative_targets, split_indices
+    from metatune.metrics import pairwise_accuracy
 
     steps, lr, scope = setting
     after, before = copy.deepcopy(model), copy.deepcopy(model)
@@ -176,9 +175,9 @@ def markdown(doc: dict) -> str:
 def main() -> None:
     args = _parse()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from bench.accuracy.checkpoints import data_target
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
-    from bench.accuracy.checkpoints import data_target
     from tuner.models.cost_model import load_model
 
     if min(args.ks) < 2:

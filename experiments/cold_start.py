@@ -36,12 +36,16 @@ from __future__ import annotations
 import argparse
 import os
 
-from bench.common import (measured_span, provenance, recorded_run, show_slow_steps,
-                          write_results)
+from bench.common import measured_span, provenance, recorded_run, show_slow_steps, write_results
 from experiments.cold_start_page import markdown, sources_said, workloads_said
 from experiments.cold_start_summary import batch_pairwise, best_at, summarize
-from experiments.cold_start_tasks import (default_workloads, is_network_task,
-                                         network_tasks, run_one, workload_task)
+from experiments.cold_start_tasks import (
+    default_workloads,
+    is_network_task,
+    network_tasks,
+    run_one,
+    workload_task,
+)
 
 __all__ = [  # the names defined here before the split into siblings
     "DEFAULT_CONFIGS", "batch_pairwise", "best_at", "default_workloads",
@@ -100,8 +104,8 @@ def main() -> None:
                             f"{wl.replace('/', '--')}-{slug}-{budget}-{seed}.json")
         runs.append(recorded_run(
             path, f"[{i}/{len(plan)}] {wl} {config} seed {seed}",
-            lambda: {**run_one(wl, configs[config].split(), seed, args.trials, per_round,
-                               args.layout), "config": config}))
+            lambda: {**run_one(wl, configs[config].split(), seed, args.trials, per_round,  # noqa: B023 (called at once)
+                               args.layout), "config": config}))  # noqa: B023 (called at once)
     doc = {**provenance("experiments.cold_start"), "trials": args.trials, "layout": args.layout,
            "trials_per_round": args.trials_per_round or args.trials, "seeds": args.seeds,
            "configs": configs, "runs_done": len(runs),

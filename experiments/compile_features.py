@@ -56,9 +56,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
 def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]:
     """What to build: ``(split folder, workload names or None for all, target)`` per split,
     the scored split first, each for the target ``model_accuracy.py`` builds it for."""
-    from experiments.compiled_correction import validation_target
     from bench.accuracy.checkpoints import data_target, validation_workloads
-
+    from experiments.compiled_correction import validation_target
     from tuner.engine.targets import resolve_target
 
     scored = os.path.join(args.data, args.split)
@@ -75,10 +74,9 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, list[str] | None, object]]
 
 def build_shard(args: argparse.Namespace, index: int, count: int) -> None:
     """Build this shard's workloads (every ``count``-th, from ``index``) of every job."""
-    from tuner.models.compiled_code import compiled_features
-    from experiments.residuals import ordered_traces
-
     from bench.accuracy.workloads import load_eval_workloads
+    from experiments.residuals import ordered_traces
+    from tuner.models.compiled_code import compiled_features
 
     for split_dir, names, target in jobs(args):
         traces = ordered_traces(split_dir)

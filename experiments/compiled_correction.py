@@ -35,10 +35,9 @@ import logging
 import os
 
 import numpy as np
-from bench.common import REPO
 
-from tuner.models.compiled_correction import (
-    Correction, centred_guess, workload_features)
+from bench.common import REPO
+from tuner.models.compiled_correction import Correction, centred_guess, workload_features
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +142,8 @@ class CompiledCorrectionMethod:
         b = self.correction.weight
         if self.local is None or len(support) < 3:
             return b
-        from experiments.residuals import normal_scores
-
         from bench.accuracy.workloads import relative_targets
+        from experiments.residuals import normal_scores
 
         g_all = self.guess(w)
         x = normal_scores(self.prior(w)[support])
@@ -184,7 +182,6 @@ def validation_target(train_data: str, splits: list[str], data: str | None = Non
         ValueError: Another dataset than ``data``, and none of ``splits`` is inside it.
     """
     from bench.accuracy.checkpoints import data_target
-
     from tuner.engine.targets import resolve_target
 
     if data is not None and os.path.normpath(train_data) == os.path.normpath(data):
@@ -207,8 +204,8 @@ def split_features(split_dir: str, workloads: list, target, cache: str) -> dict[
         target: The ``tvm.target.Target`` to compile for.
         cache: :func:`tuner.models.compiled_code.compiled_features`'s cache folder.
     """
-    from tuner.models.compiled_code import compiled_features
     from experiments.residuals import ordered_traces
+    from tuner.models.compiled_code import compiled_features
 
     traces = ordered_traces(split_dir)
     out = {}
@@ -267,10 +264,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     import argparse
     import time
 
-    from bench.common import provenance
     from bench.accuracy.checkpoints import validation_workloads
-
     from bench.accuracy.methods import MetaTuneMethod
+    from bench.common import provenance
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.platforms import checkpoint_data
     from tuner.engine.targets import resolve_target

@@ -47,7 +47,6 @@ from collections import defaultdict
 import numpy as np
 
 from bench.common import REPO, provenance, write_results
-
 from metatune import metrics
 from metatune.config import DEFAULT_DATA_DIR
 

@@ -98,7 +98,6 @@ def main() -> int:
     import torch
 
     from bench.common import provenance, tune_one_task, write_results
-
     from metatune.device import describe, resolve_device
 
     if "cuda" in args.devices and not torch.cuda.is_available():

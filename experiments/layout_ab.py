@@ -35,8 +35,15 @@ import math
 import os
 import sys
 
-from bench.common import (REPO, geomean, machine_lines, median, provenance,
-                          run_command, write_results)
+from bench.common import (
+    REPO,
+    geomean,
+    machine_lines,
+    median,
+    provenance,
+    run_command,
+    write_results,
+)
 from bench.pytorch_parity import load_record, run_stage, slug
 
 NETWORKS = ("torchvision.models:resnet34", "torchvision.models:mnasnet0_5",

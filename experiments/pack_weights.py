@@ -24,7 +24,6 @@ import sys
 
 from bench.common import REPO, geomean, median, provenance, tune_tasks, write_results
 
-
 ARMS = {"plain": {"pack_weights": False}, "packed": {"pack_weights": True},
         "nhwc": {"pack_weights": True, "layout": "NHWC"}}
 TITLES = {("plain", "packed"): "Packed (layout-free) weights against OIHW weights",
@@ -87,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         # The two extractions name a task differently; they pair by position (same FLOPs).
         plain = [r["best_ms"] for r in rows if r["pair"] == pair and r["arm"] == base]
         packed = [r["best_ms"] for r in rows if r["pair"] == pair and r["arm"] == other]
-        per_seed = [b / a for a, b in zip(plain, packed) if a and b]
+        per_seed = [b / a for a, b in zip(plain, packed, strict=False) if a and b]
         ratio = median(per_seed)
         ratios.append(ratio)
         first = next(r for r in rows if r["pair"] == pair)

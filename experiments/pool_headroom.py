@@ -42,13 +42,27 @@ from __future__ import annotations
 import argparse
 import os
 
-from bench.common import (measured_span, named_overrides, provenance, recorded_run,
-                          show_slow_steps, write_results)
+from bench.common import (
+    measured_span,
+    named_overrides,
+    provenance,
+    recorded_run,
+    show_slow_steps,
+    write_results,
+)
 from experiments.cold_start_tasks import is_network_task, workload_task
-from experiments.pool_headroom_figures import (BATCH, RETIMED, choice_bests, choices,
-                                               expected_best_of_random, headroom,
-                                               scorings, summarize, unadapted,
-                                               variant_names)
+from experiments.pool_headroom_figures import (
+    BATCH,
+    RETIMED,
+    choice_bests,
+    choices,
+    expected_best_of_random,
+    headroom,
+    scorings,
+    summarize,
+    unadapted,
+    variant_names,
+)
 from experiments.pool_headroom_page import markdown
 from experiments.pool_headroom_record import PoolRecorder, measure_pool
 
@@ -95,10 +109,10 @@ def main() -> None:
         path = os.path.join(args.runs_dir, f"{wl.replace('/', '--')}-r{rnd}-{seed}.json")
         runs.append(recorded_run(
             path, f"[{i}/{len(plan)}] {wl} round {rnd} seed {seed}",
-            lambda: {"workload": wl, "variants": wanted,
-                     **measure_pool(workload_task(wl, args.layout), [
-                         *args.config.split(), f"layout={args.layout}"], seed, rnd, variants),
-                     "layout": args.layout if is_network_task(wl) else None}))
+            lambda: {"workload": wl, "variants": wanted,  # noqa: B023 (called at once)
+                     **measure_pool(workload_task(wl, args.layout), [  # noqa: B023 (called at once)
+                         *args.config.split(), f"layout={args.layout}"], seed, rnd, variants),  # noqa: B023 (called at once)
+                     "layout": args.layout if is_network_task(wl) else None}))  # noqa: B023 (called at once)
         if runs[-1].get("variants", {}) != wanted:
             raise SystemExit(f"{path} was scored by the variants {runs[-1].get('variants', {})}"
                              f", not {wanted}: give the same --variants, or another --runs-dir")

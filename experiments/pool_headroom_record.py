@@ -72,7 +72,7 @@ class PoolRecorder:
             if self.measured[0]:
                 model.update(search.context, *self.measured)
             variants[name] = np.asarray(model.predict(search.context, candidates), float)
-        for n, (i, p0) in enumerate(zip(order, prior0)):
+        for n, (i, p0) in enumerate(zip(order, prior0, strict=False)):
             row = {"prior": float(scores[i]), "picked": i in picked,
                    "prior0": None if p0 is None else float(p0), "seconds": None}
             if variants:
@@ -94,12 +94,11 @@ def measure_pool(task, overrides: list[str], seed: int, full_round: int,
         ``pool``, ``measured_ok``, ``rows`` (:class:`PoolRecorder`'s, with
         ``seconds_again`` where timed twice), ``tuning_seconds``, ``checkpoint``.
     """
+    import tuner.search.bo as bo
     from tuner.app.config import load_tune_config
     from tuner.app.preflight import with_model_sources
     from tuner.app.tuning import build_cost_model
     from tuner.engine.targets import resolve_target
-
-    import tuner.search.bo as bo
 
     overrides = [*overrides, f"trials={full_round * BATCH}", f"trials_per_round={BATCH}",
                  f"seed={seed}"]  # the task stops after the full round
@@ -116,13 +115,14 @@ def measure_pool(task, overrides: list[str], seed: int, full_round: int,
     rows = recorder.rows
     runner = {k: v for k, v in dataclasses.asdict(tuned.cfg.runner).items()
               if k not in ("kind", "rpc")}  # timed locally, as the local runner does
-    for row, secs in zip(rows, measure(recorder.mods, info, runner)):
+    for row, secs in zip(rows, measure(recorder.mods, info, runner), strict=False):
         row["seconds"] = secs
     ok = [i for i, r in enumerate(rows) if r["seconds"] is not None]
     pool_top = sorted(ok, key=lambda i: rows[i]["seconds"])[:RETIMED]
     again = sorted({*pool_top, *(i for i in choice_bests(rows, full_round).values()
                                  if rows[i]["seconds"])})
-    for i, secs in zip(again, measure([recorder.mods[i] for i in again], info, runner)):
+    times = measure([recorder.mods[i] for i in again], info, runner)
+    for i, secs in zip(again, times, strict=False):
         rows[i]["seconds_again"] = secs
     return {"seed": seed, "round": full_round, "history_best_s": recorder.history_best_s,
             "pool": len(rows), "measured_ok": len(ok), "rows": rows,

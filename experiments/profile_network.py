@@ -57,7 +57,7 @@ def time_alone(database, tasks, info, runner_cfg: dict, *, flush: bool) -> dict[
     runner = {k: int(runner_cfg.get(k, default))
               for k, default in (("number", 3), ("repeat", 1), ("min_repeat_ms", 100))}
     secs = measure(list(picked.values()), info, {**runner, "enable_cpu_cache_flush": flush})
-    return {name: s for name, s in zip(picked, secs) if s is not None}
+    return {name: s for name, s in zip(picked, secs, strict=False) if s is not None}
 
 
 def function_tasks(fused, tasks) -> dict[str, str]:
@@ -140,8 +140,8 @@ def run(argv: list[str] | None = None) -> dict:
     """Profile a work dir's network; returns the JSON document."""
     args = _parse(argv)
     work = os.path.abspath(args.work_dir)
-    from tuner.engine.runtime import runtime_info
     from metatune.provenance import simd_flags
+    from tuner.engine.runtime import runtime_info
 
     w = compile_work_dir(work)
     cfg, info, network, tasks, database, compiled = (w.cfg, w.info, w.network, w.tasks,

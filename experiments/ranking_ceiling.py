@@ -32,12 +32,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from bench.accuracy.workloads import split_indices
 from bench.common import provenance, write_results
-
 from metatune import metrics
 from metatune.dataset import workload_entries
 from metatune.records import iter_records
-from bench.accuracy.workloads import split_indices
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -66,15 +66,27 @@ import time
 import numpy as np
 
 from bench.common import provenance, write_results
-from experiments.residuals_data import (_compiled, ordered_traces, repeat_times,
-                                        store_features)
-from experiments.residuals_fit import (GLOBAL_FOLDS, GLOBAL_PARAMS, GLOBAL_ROUNDS,
-                                       GLOBAL_SPACES, RIDGE_PENALTY, SPACES, TREE_FOLDS,
-                                       TREE_PARAMS, TREE_ROUNDS, _corr, decompose,
-                                       neighbour_means, normal_scores, residuals,
-                                       ridge_loo, summarize, trees_cross_fit)
-from experiments.residuals_global import (feature_correlations, global_corrections,
-                                          weighed_trees)
+from experiments.residuals_data import _compiled, ordered_traces, repeat_times, store_features
+from experiments.residuals_fit import (
+    GLOBAL_FOLDS,
+    GLOBAL_PARAMS,
+    GLOBAL_ROUNDS,
+    GLOBAL_SPACES,
+    RIDGE_PENALTY,
+    SPACES,
+    TREE_FOLDS,
+    TREE_PARAMS,
+    TREE_ROUNDS,
+    _corr,
+    decompose,
+    neighbour_means,
+    normal_scores,
+    residuals,
+    ridge_loo,
+    summarize,
+    trees_cross_fit,
+)
+from experiments.residuals_global import feature_correlations, global_corrections, weighed_trees
 from experiments.residuals_page import markdown
 
 __all__ = [  # the names defined here before the split into siblings
@@ -113,10 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from bench.accuracy.checkpoints import data_target
-
-    from metatune.metrics import standardized
-    from bench.accuracy.workloads import load_eval_workloads
     from bench.accuracy.methods import MetaTuneMethod, feature_matrix
+    from bench.accuracy.workloads import load_eval_workloads
+    from metatune.metrics import standardized
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
     from tuner.models.cost_model import load_model
@@ -174,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     for space in items[0]["features"]:
         logging.info("global correction over %s: %d workloads, each network's left out "
                      "together", space, len(items))
-        for row, extra in zip(rows, global_corrections(items, space)):
+        for row, extra in zip(rows, global_corrections(items, space), strict=False):
             row.update(extra)
     compiled_top = []
     if args.compiled:

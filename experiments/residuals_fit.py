@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-
 RIDGE_PENALTY = 100.0  #: the ridge penalty (normal scores, standardized features; not tuned)
 TREE_FOLDS = 5  #: boosted trees predict each fold from the other folds
 TREE_PARAMS = {"max_depth": 3, "eta": 0.1, "subsample": 0.8, "nthread": 1, "seed": 0,
@@ -147,7 +146,8 @@ def decompose(prior: np.ndarray, secs1: np.ndarray, secs2: np.ndarray,
            "spearman_noise": r12, "spearman_model": r_model,
            "spearman_model_truth": r_model / np.sqrt(r12) if r12 > 0 else float("nan"),
            "residual_systematic": _corr(e[0], e[1]),
-           "residual_share": float(np.mean([ei.var() / zi.var() for ei, zi in zip(e, z)]))}
+           "residual_share": float(np.mean([ei.var() / zi.var()
+                                             for ei, zi in zip(e, z, strict=False)]))}
     learners = {}
     for name, x in spaces.items():
         learners[name] = lambda v, x=x: neighbour_means(x, v, m)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.residuals_fit import (GLOBAL_FOLDS, GLOBAL_PARAMS, GLOBAL_ROUNDS, _corr,
-                                       residuals)
+from experiments.residuals_fit import GLOBAL_FOLDS, GLOBAL_PARAMS, GLOBAL_ROUNDS, _corr, residuals
 
 
 def weighed_trees(train: list[tuple[np.ndarray, np.ndarray]],

@@ -63,11 +63,12 @@ def summarize(runs: list[dict]) -> list[dict]:
             "median_update_s": median([x["update_s"] for x in rounds]),
             "median_measure_s": median([x["measure_s"] for x in rounds]),
             "median_overhead_ratio": median([o / x["measure_s"]
-                                             for o, x in zip(overhead, rounds)]),
-            "max_overhead_ratio": max((o / x["measure_s"] for o, x in zip(overhead, rounds)),
+                                             for o, x in zip(overhead, rounds, strict=False)]),
+            "max_overhead_ratio": max((o / x["measure_s"]
+                                       for o, x in zip(overhead, rounds, strict=False)),
                                       default=None),
             "median_overhead_per_trial_s": median([o / x["batch"]
-                                                   for o, x in zip(overhead, rounds)
+                                                   for o, x in zip(overhead, rounds, strict=False)
                                                    if x["batch"]]),
             "best_ms": {f"{r['task']} s{r['seed']}": r["best_ms"] for r in mine},
         })

@@ -24,8 +24,7 @@ import json
 import os
 import sys
 
-from bench.common import (REPO, geomean, measure, provenance, tune_tasks,
-                          write_results)
+from bench.common import REPO, geomean, measure, provenance, tune_tasks, write_results
 
 #: The runner settings (``tuner.app.config.RunnerConfig`` fields).
 RUNNER = {"timeout_sec": 60, "number": 3, "repeat": 1, "min_repeat_ms": 100,
@@ -46,11 +45,11 @@ def task_kind(name: str) -> str:
 def run_network(network: str, seed: int) -> dict:
     """Default, zero-shot and one-round latency of every task of ``network``."""
     from tuner.app.config import load_tune_config
+    from tuner.app.tuning import build_cost_model
     from tuner.engine.networks import load_network
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import extract_tasks
-    from tuner.app.tuning import build_cost_model
     from tuner.search.zero_shot import predict_best
 
     info = resolve_target("llvm")
@@ -60,12 +59,12 @@ def run_network(network: str, seed: int) -> dict:
     mods = [t.extracted.dispatched[0] for t in tasks]
     picks = [predict_best(m, info.target, model, cfg.predict_unmeasured,
                           seed=seed, num_threads=info.num_cores, task_name=t.name)
-             for m, t in zip(mods, tasks)]
+             for m, t in zip(mods, tasks, strict=False)]
     default = measure(mods, info, RUNNER)
-    zero = measure([p.mod if p is not None else m for p, m in zip(picks, mods)], info,
+    zero = measure([p.mod if p is not None else m for p, m in zip(picks, mods, strict=False)], info,
                    RUNNER)
     rows = []
-    for t, d, z in zip(tasks, default, zero):
+    for t, d, z in zip(tasks, default, zero, strict=False):
         outcome, *_ = tune_tasks([t], ["preset=meta-BO-T", "trials=16", "trials_per_round=16",
                                        f"seed={seed}"], prefix="bench-zero-shot-")
         best = outcome.best_ms[0]

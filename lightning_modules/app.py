@@ -15,9 +15,17 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from lightning_modules.config import (DEFAULT_TRAIN_YAML, PATH_KEYS, DataConfig, MetaConfig,
-                                      ModelConfig, PretrainConfig, TrainConfig, check_output,
-                                      load_train_config)
+from lightning_modules.config import (
+    DEFAULT_TRAIN_YAML,
+    PATH_KEYS,
+    DataConfig,
+    MetaConfig,
+    ModelConfig,
+    PretrainConfig,
+    TrainConfig,
+    check_output,
+    load_train_config,
+)
 from metatune.config import repo_relative
 from metatune.errors import CheckpointError, ConfigError
 from metatune.maml import AdaptConfig
@@ -132,8 +140,7 @@ def calibrate_scale(meta, val_workloads: list) -> dict[str, float]:
     Returns:
         The calibration's figures as metrics (``calibration/*``), empty if none was made.
     """
-    from metatune.calibration import (ScaleCalibration, calibrate, fold_into_head,
-                                      unfold_from_head)
+    from metatune.calibration import ScaleCalibration, calibrate, fold_into_head, unfold_from_head
     from metatune.errors import CalibrationError
 
     recorded = meta.hparams.get("calibration")

@@ -13,9 +13,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, REPO_ROOT, check_graph,
-                             host_data_dir, merge_config, repo_path, repo_relative,
-                             resolve_path)
+from metatune.config import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_GRAPH,
+    REPO_ROOT,
+    check_graph,
+    host_data_dir,
+    merge_config,
+    repo_path,
+    repo_relative,
+    resolve_path,
+)
 from metatune.dataset import EPISODE_TARGETS
 from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig

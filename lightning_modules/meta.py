@@ -91,7 +91,8 @@ class MetaModule(pl.LightningModule):
             ``(objective, loss before, loss after)``: three scalars (the objective is the
             loss after).
         """
-        befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks))
+        befores, afters = zip(*(self.task_losses(s, q, self.inner.cfg.steps) for s, q in tasks),
+                               strict=False)
         before, after = torch.stack(befores).mean(), torch.stack(afters).mean()
         return after, before, after
 
@@ -109,7 +110,7 @@ class MetaModule(pl.LightningModule):
     def validation_step(self, tasks, batch_idx: int) -> None:
         steps = self.hparams.eval_steps or self.inner.cfg.steps
         with torch.enable_grad():
-            befores, afters = zip(*(self.task_losses(s, q, steps) for s, q in tasks))
+            befores, afters = zip(*(self.task_losses(s, q, steps) for s, q in tasks), strict=False)
         self.log("meta/val_query_loss_before", torch.stack(befores).mean(), batch_size=len(tasks))
         self.log("meta/val_query_loss_after", torch.stack(afters).mean(), prog_bar=True,
                  batch_size=len(tasks))

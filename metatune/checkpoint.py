@@ -18,8 +18,8 @@ import torch
 from metatune.errors import CheckpointError
 from metatune.maml import AdaptConfig, InnerLoop
 from metatune.model import MetaTuneNet
-from metatune.safe_load import load_tensors
 from metatune.retired import RETIRED_ADAPT, RETIRED_HPARAMS, check_stored
+from metatune.safe_load import load_tensors
 
 #: What to do about a checkpoint that cannot be used.
 ADVICE = "retrain it with python train.py"

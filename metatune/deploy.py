@@ -69,7 +69,7 @@ class VMFunction:
         if len(args) != len(self.inputs):
             raise ValueError(f"the compiled network takes {len(self.inputs)} input(s), "
                              f"got {len(args)}")
-        for i, (x, spec) in enumerate(zip(args, self.inputs)):
+        for i, (x, spec) in enumerate(zip(args, self.inputs, strict=False)):
             want_dtype = str(spec.get("dtype", "float32"))
             if not isinstance(x, torch.Tensor):
                 raise ValueError(f"input {i} is a {type(x).__name__}, not a torch.Tensor")

@@ -152,7 +152,7 @@ def _read_block(realize, order: int) -> Block:
     block = realize.block
     roles, is_reduce, domain = _roles(block.iter_vars)
     bindings: dict[str, dict[str, float]] = {}
-    for iv, value in zip(block.iter_vars, realize.iter_values):
+    for iv, value in zip(block.iter_vars, realize.iter_values, strict=False):
         coefs: dict[str, float] = {}
         _linear(value, coefs)
         bindings[iv.var.name] = coefs

@@ -32,7 +32,7 @@ class MetaTuneNet(nn.Module):
 
         self.undirected = undirected
         dims = [in_features] + [hidden] * gcn_layers
-        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:], strict=False))
         self.gate = nn.Linear(hidden, 1)
         # Sum pooling over hundreds of nodes gives large, graph-size dependent values;
         # normalizing the embedding keeps the head's inner-loop gradients well scaled.

@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from metatune.config import DEFAULT_DATA_DIR
-from metatune.errors import ConfigError
 from bench.accuracy.scoring import evaluate, summarize
 from bench.accuracy.workloads import EvalWorkload, relative_targets, split_indices
+from metatune.config import DEFAULT_DATA_DIR
 from metatune.dataset import workload_order
+from metatune.errors import ConfigError
 from tuner.models.xgb_transfer import _discount
 
 
@@ -89,8 +89,7 @@ def test_xfer_base_model_and_refit(tiny_data, tmp_path):
 
     from bench.accuracy.workloads import load_eval_workloads
     from tuner.engine.targets import resolve_target
-    from tuner.models.xgb_transfer import (XferError, XferXGBModel, base_booster,
-                                           train_base_booster)
+    from tuner.models.xgb_transfer import XferError, XferXGBModel, base_booster, train_base_booster
 
     target = resolve_target("llvm").target
     split = str(tiny_data / "ds" / "train")

@@ -58,7 +58,7 @@ def test_observers_see_each_rounds_pool_choice_and_measurements(context_and_cand
         batches = _tune(ctx)
     assert bo.OBSERVERS == []
     assert [r[0] for r in watcher.rounds] == [1, 2] and partial.calls == 2
-    for (_, size, chosen, scores), batch in zip(watcher.rounds, batches):
+    for (_, size, chosen, scores), batch in zip(watcher.rounds, batches, strict=False):
         assert len(chosen) == len(batch) == 8 and size >= 8 and scores.shape == (size,)
         assert len(set(chosen)) == 8 and max(chosen) < size
     assert [len(b) for b in batches] == [8, 8]  # the returned [0] changed nothing

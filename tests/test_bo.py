@@ -142,8 +142,9 @@ def test_search_never_repeats_and_survives_failures(context_and_candidates):
 
 def test_preloaded_records_serve_as_history_without_a_second_replay(
         context_and_candidates, monkeypatch):
-    import tuner.engine.norepeat
     from tvm_ffi import structural_hash
+
+    import tuner.engine.norepeat
 
     ctx, cands = context_and_candidates
     known = [(structural_hash(c.sch.mod), c.sch, [1e-3 * (i + 1)]) for i, c in enumerate(cands[:4])]

@@ -6,6 +6,7 @@ import os
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
+
 from tuner.engine.builder import PersistentBuilder
 from tuner.engine.targets import resolve_target
 

@@ -10,12 +10,23 @@ import os
 import pytest
 
 from lightning_modules.app import TrainConfig, load_train_config
-from metatune.config import (DEFAULT_GRAPH, REPO_ROOT, SHIPPED_DATASET, config_from,
-                             default_checkpoint)
+from metatune.config import (
+    DEFAULT_GRAPH,
+    REPO_ROOT,
+    SHIPPED_DATASET,
+    config_from,
+    default_checkpoint,
+)
 from metatune.errors import ConfigError
 from metatune.maml import AdaptConfig
-from tuner.app.config import (BuilderConfig, RunnerConfig, SearchParams, TuneConfig,
-                              load_tune_config, with_round_budget)
+from tuner.app.config import (
+    BuilderConfig,
+    RunnerConfig,
+    SearchParams,
+    TuneConfig,
+    load_tune_config,
+    with_round_budget,
+)
 from tuner.models.params import ONLINE_LR, ONLINE_STEPS, MetaTuneModelConfig, XferConfig
 from tuner.search.params import BOConfig
 from tuner.search.zero_shot import PredictConfig

@@ -196,8 +196,9 @@ def test_checkpoint_of_another_feature_version_is_refused(tmp_path):
 
 
 def test_checkpoint_from_another_cpu_loads_with_a_note():
-    from metatune.config import default_checkpoint
     from tvm.target import Target
+
+    from metatune.config import default_checkpoint
 
     model = load_model(default_checkpoint(graph="super"), graph="super")
     assert model.platform.get("target")  # where its training data was measured

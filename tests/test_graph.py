@@ -48,7 +48,7 @@ def test_unscheduled_matmul_nodes_edges_and_features():
 
     g = encode(_matmul(), "plain")
     assert g.x.shape == (1 + 2 * 3, NODE_FEATURES)
-    edges = {(int(s), int(d), int(t)) for s, d, t in zip(*g.edge_index, g.edge_type)}
+    edges = {(int(s), int(d), int(t)) for s, d, t in zip(*g.edge_index, g.edge_type, strict=False)}
     assert edges == {(0, 1, CONTROL), (0, 2, CONTROL), (0, 3, CONTROL),
                      (1, 4, METADATA), (2, 5, METADATA), (3, 6, METADATA),
                      (1, 2, NESTING), (2, 3, NESTING)}

@@ -60,8 +60,8 @@ def test_first_order_drops_only_second_order_terms():
         fast = inner.adapt(net, inner.initial(net), xs, ys, first_order=first_order)
         _query_loss(inner, net, fast, xq, yq).backward()
         grads[first_order] = [p.grad.clone() for p in net.parameters()]
-    assert any(not torch.allclose(a, b) for a, b in zip(grads[False], grads[True]))
-    for a, b in zip(grads[False], grads[True]):
+    assert any(not torch.allclose(a, b) for a, b in zip(grads[False], grads[True], strict=False))
+    for a, b in zip(grads[False], grads[True], strict=False):
         assert torch.allclose(a, b, rtol=0.5, atol=0.5)
     net.zero_grad()  # with zero inner steps the query gradient is the plain one
     fast = inner.adapt(net, inner.initial(net), xs, ys, steps=0)
@@ -69,7 +69,7 @@ def test_first_order_drops_only_second_order_terms():
     plain = [p.grad.clone() for p in net.parameters()]
     net.zero_grad()
     nn.functional.mse_loss(net.head(xq).squeeze(-1), yq).backward()
-    assert all(torch.allclose(a, p.grad) for a, p in zip(plain, net.parameters()))
+    assert all(torch.allclose(a, p.grad) for a, p in zip(plain, net.parameters(), strict=False))
 
 
 @pytest.mark.parametrize("loss", ["mse", "mse+rank"])
@@ -84,7 +84,7 @@ def test_adaptation_lowers_support_loss_and_leaves_the_net_untouched(loss):
     loss0 = task_loss(inner.predict(net, start, xs), ys, loss).item()
     fast = inner.adapt(net, start, xs, ys, first_order=True)
     assert task_loss(inner.predict(net, fast, xs), ys, loss).item() < loss0
-    assert all(torch.equal(a, p) for a, p in zip(before, net.parameters()))
+    assert all(torch.equal(a, p) for a, p in zip(before, net.parameters(), strict=False))
 
 
 def test_rank_loss_counts_only_ordered_pairs():
@@ -155,7 +155,7 @@ def test_second_order_equals_first_order_through_the_inner_hessian():
 
     def unflat(v):
         out, i = {}, 0
-        for n, s in zip(names, shapes):
+        for n, s in zip(names, shapes, strict=False):
             out[n] = v[i:i + s.numel()].view(s)
             i += s.numel()
         return out

@@ -12,8 +12,15 @@ import tvm
 import metatune.config
 from metatune.config import FALLBACK_CHECKPOINT, SHIPPED_DATASET
 from metatune.errors import ConfigError
-from tuner.app.checkpoints import (checkpoint_note, choose_checkpoint, default_checkpoint_for,
-                                   default_data_dir, own_data, own_train_command, trained_on)
+from tuner.app.checkpoints import (
+    checkpoint_note,
+    choose_checkpoint,
+    default_checkpoint_for,
+    default_data_dir,
+    own_data,
+    own_train_command,
+    trained_on,
+)
 from tuner.engine.platforms import dataset_kind, platform_id
 
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})

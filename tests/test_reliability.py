@@ -35,7 +35,7 @@ def _real_db(work_dir, n_workloads: int = 2, n_records: int = 3) -> None:
     db = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
     for w in range(n_workloads):
         a = te.placeholder((8 + w,), name="A")
-        b = te.compute(a.shape, lambda i: a[i] * 2.0, name="B")
+        b = te.compute(a.shape, lambda i: a[i] * 2.0, name="B")  # noqa: B023 (called at once)
         mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
         workload = db.commit_workload(mod)
         for r in range(n_records):

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
+from bench.rpc_farm import free_port, local_farm
 from metatune.errors import RunnerUnavailableError
 from metatune.records import ReadStats, iter_records
 from tuner.app.config import load_tune_config
 from tuner.app.run import run_tune
 from tuner.engine.database import RECORD_FILE
 from tuner.engine.rpc import RPCSettings, check_tracker
-from bench.rpc_farm import free_port, local_farm
 
 KEY = "metatune-test"
 

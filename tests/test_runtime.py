@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.engine.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
-from tuner.engine.targets import host_num_cores, resolve_target
 from tuner.app.config import RunnerConfig
 from tuner.app.factories import make_runner
+from tuner.engine.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
+from tuner.engine.targets import host_num_cores, resolve_target
 
 #: A count that TVM's own default (half the hardware threads) never gives on CI's 2 cores.
 THREADS = 3

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.app.run import run_tune
 from tuner.app.config import load_tune_config
+from tuner.app.run import run_tune
 
 
 @pytest.mark.slow

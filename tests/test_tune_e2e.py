@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from tuner.app.run import run_tune
 from tuner.app.config import load_tune_config
+from tuner.app.run import run_tune
 from tuner.engine.database import RECORD_FILE
 
 

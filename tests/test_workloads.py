@@ -4,14 +4,22 @@ shaped like a network's (epilogue fused, weights layout-free)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
-from dataclasses import replace
-
-from metatune.workloads import (KINDS, MAX_FLOPS, MIN_FLOPS, NHWC_KINDS, OPERATOR_KINDS,
-                                OTHER_KINDS, Workload, nhwc_workloads, sample_workload,
-                                training_workloads)
+from metatune.workloads import (
+    KINDS,
+    MAX_FLOPS,
+    MIN_FLOPS,
+    NHWC_KINDS,
+    OPERATOR_KINDS,
+    OTHER_KINDS,
+    Workload,
+    nhwc_workloads,
+    sample_workload,
+    training_workloads,
+)
 
 
 def test_training_set_is_reproducible_interleaved_and_covers_all_kinds():

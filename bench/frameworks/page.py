@@ -7,6 +7,7 @@ import os
 from bench.common import median
 from bench.frameworks.stats import BASELINES, EARLY_ROUNDS, paired_ratio
 
+
 def _fmt(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
 
@@ -255,7 +256,7 @@ def markdown(doc: dict) -> str:
             platforms = s.get("platforms") or []
             tags = ([f" ({(p or '?').removeprefix('llvm-')})" for p in platforms]
                     if len(set(platforms)) > 1 else [""] * len(s["final_ms"]))
-            seeds = ", ".join(_fmt(v) + t for v, t in zip(s["final_ms"], tags))
+            seeds = ", ".join(_fmt(v) + t for v, t in zip(s["final_ms"], tags, strict=False))
             reach = ", ".join(_fmt(v, ".0f") for v in s["trials_to_xgb_best"])
             reach_s = ", ".join(_fmt(v, ".0f") for v in s.get("seconds_to_xgb_best", []))
             lines.append(
@@ -288,7 +289,8 @@ def markdown(doc: dict) -> str:
             tags = ([f" ({t})" for t in targets] if len(set(targets)) > 1
                     else [""] * len(r.get("tuned_ms_per_seed", [])))
             per_seed = ", ".join(_fmt(v, ".2f") + t
-                                 for v, t in zip(r.get("tuned_ms_per_seed", []), tags))
+                                 for v, t in zip(r.get("tuned_ms_per_seed", []), tags,
+                                                  strict=False))
             lines.append(
                 f"| {r['network']} | {r['preset']} | {_fmt(r['trials'], '.0f')} | "
                 f"{_fmt(r.get('tasks_measured'), '.0f')} of {_fmt(r.get('tasks'), 'd')} | "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bench.common import median
 
+
 def _pyplot():
     """``matplotlib.pyplot`` on the file-only Agg backend."""
     import matplotlib
@@ -48,10 +49,10 @@ def plot_accuracy(early: dict, out_prefix: str) -> str:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for preset, e in early.items():
-        for ax, key in zip(axes, ("mse", "mse_d")):
+        for ax, key in zip(axes, ("mse", "mse_d"), strict=False):
             points = [(i + 1, v) for i, v in enumerate(e[key]) if v is not None]
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=preset)
-    for ax, name in zip(axes, ("MSE", "MSE(D), top 25 %")):
+    for ax, name in zip(axes, ("MSE", "MSE(D), top 25 %"), strict=False):
         ax.set_xlabel("round (batch predicted before it is measured)")
         ax.set_ylabel(name)
         ax.legend()

@@ -137,14 +137,14 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
             reach = [trials_to_reach(r["curve"], b) for r, b in paired]
             times = [time_curve(r) for r in mine]
             reach_s = [trials_to_reach(time_curve(r), b) for r, b in paired]
-            timed = [(r, best_at(t, budgets[r["seed"]])) for t, r in zip(times, mine)
+            timed = [(r, best_at(t, budgets[r["seed"]])) for t, r in zip(times, mine, strict=False)
                      if r["seed"] in budgets]
             at_time = [v for _, v in timed]
             # a run with no result by then counts as infinitely slow (None)
             at_time_ratio = {r["seed"]: None if v is None else v / base_at_time[r["seed"]]
                              for r, v in timed if base_at_time.get(r["seed"])}
             first = [(c[0], best_at(base[r["seed"]]["curve"], grid[0]))
-                     for c, r in zip(curves, mine) if r["seed"] in base]
+                     for c, r in zip(curves, mine, strict=False) if r["seed"] in base]
             per_task[preset] = {
                 "seeds": [r["seed"] for r in mine],
                 "platforms": [r.get("platform") for r in mine],
@@ -164,9 +164,11 @@ def summarize(runs: list[dict], presets: list[str], trials: int, batch: int) -> 
                 "equal_time_over_xgb": _median_or_inf(list(at_time_ratio.values())),
                 "equal_time_over_xgb_per_seed": at_time_ratio,
                 "curve_trials": grid,
-                "curve_median_ms": [median(list(col)) for col in zip(*curves)],
-                "curve_min_ms": [min((v for v in col if v), default=None) for col in zip(*curves)],
-                "curve_max_ms": [max((v for v in col if v), default=None) for col in zip(*curves)],
+                "curve_median_ms": [median(list(col)) for col in zip(*curves, strict=False)],
+                "curve_min_ms": [min((v for v in col if v), default=None)
+                                 for col in zip(*curves, strict=False)],
+                "curve_max_ms": [max((v for v in col if v), default=None)
+                                 for col in zip(*curves, strict=False)],
                 "median_mse": median([x.get("mse") for x in rounds]),
                 "median_mse_d": median([x.get("mse_d") for x in rounds]),
                 "median_pairwise": median([x.get("pairwise") for x in rounds]),
@@ -312,7 +314,8 @@ def over_eager(report: dict) -> float | None:
     the ratios of each tuned timing window to the eager window next to it (the report's
     ``latency_windows_ms``, timed alternately), else of the two medians."""
     windows = report.get("latency_windows_ms") or {}
-    pairs = [t / e for t, e in zip(windows.get("tuned") or [], windows.get("torch") or [])
+    pairs = [t / e for t, e in zip(windows.get("tuned") or [], windows.get("torch") or [],
+                                   strict=False)
              if t and e]
     if pairs:
         return median(pairs)

@@ -16,8 +16,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from metatune.config import (FALLBACK_CHECKPOINT, SHIPPED_DATASET, default_checkpoint,
-                             repo_path, repo_relative)
+from metatune.config import (
+    FALLBACK_CHECKPOINT,
+    SHIPPED_DATASET,
+    default_checkpoint,
+    repo_path,
+    repo_relative,
+)
 from metatune.errors import ConfigError
 from tuner.engine.platforms import checkpoint_data, checkpoint_splits, platform_id
 

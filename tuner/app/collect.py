@@ -33,13 +33,19 @@ from metatune.config import repo_path
 from metatune.provenance import machine_info
 from metatune.workloads import GENERATOR_VERSION
 from tuner.app.collect_config import CollectConfig
-from tuner.app.collect_dataset import (ERROR_FILE, check_networks, check_settings, pack,
-                                       split_settings, unpack, write_meta)
+from tuner.app.collect_dataset import (
+    ERROR_FILE,
+    check_networks,
+    check_settings,
+    pack,
+    split_settings,
+    unpack,
+    write_meta,
+)
 from tuner.app.collect_plan import Entry, conv_tasks, network_entries, network_hashes, plan_split
 from tuner.app.collect_summary import summarize, summarize_all, write_summary
 from tuner.app.config import BuilderConfig, TuneConfig
-from tuner.engine.database import (check_database_files, ensure_work_dir,
-                                   valid_and_measured_per_task)
+from tuner.engine.database import check_database_files, ensure_work_dir, valid_and_measured_per_task
 from tuner.engine.interrupt import InterruptWatch
 from tuner.engine.intrinsics import load_tensor_intrinsics
 from tuner.engine.platforms import platform_id
@@ -155,7 +161,7 @@ def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, sess
     database = ms.database.JSONDatabase(work_dir=work)
     counts = valid_and_measured_per_task(database, [e.mod for e in entries])
     bar = tqdm(total=sum(e.samples for e in entries),
-               initial=sum(min(v, e.samples) for (v, _), e in zip(counts, entries)),
+               initial=sum(min(v, e.samples) for (v, _), e in zip(counts, entries, strict=False)),
                desc=f"collect {split}", unit="sample", disable=not cfg.progress,
                dynamic_ncols=True)
 
@@ -164,7 +170,7 @@ def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, sess
         write_meta(cfg, split, entries, info=info, machine=machine_info(), settings=settings)
 
     save()
-    for entry, (valid, measured) in zip(entries, counts):
+    for entry, (valid, measured) in zip(entries, counts, strict=False):
         # failed samples are kept but do not count: measure until enough are valid,
         # giving up after twice the wanted number of attempts
         start, first = time.perf_counter(), measured

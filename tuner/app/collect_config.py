@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from metatune.config import REPO_ROOT, merge_config, resolve_path

@@ -37,8 +37,13 @@ from dataclasses import dataclass
 
 from metatune.errors import ConfigError, MetaTuneError, WorkDirError, one_line
 from tuner.app.preflight import OLD_LAYOUT, SETTINGS_FILE
-from tuner.engine.database import (RECORD_FILE, describe_target, open_database,
-                                   record_targets, target_key)
+from tuner.engine.database import (
+    RECORD_FILE,
+    describe_target,
+    open_database,
+    record_targets,
+    target_key,
+)
 from tuner.engine.tasks import LAYOUTS, Lowering
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,16 @@ from typing import Any, Optional
 
 from metatune.config import resolve_path
 from metatune.errors import WorkDirError
-from tuner.app.artifact import (ARTIFACT_FORMAT, FORMAT_VERSION, FUNCTION, LOAD_SNIPPET,
-                                MANIFEST_FILE, check_out_path, signature, write_artifact)
+from tuner.app.artifact import (
+    ARTIFACT_FORMAT,
+    FORMAT_VERSION,
+    FUNCTION,
+    LOAD_SNIPPET,
+    MANIFEST_FILE,
+    check_out_path,
+    signature,
+    write_artifact,
+)
 from tuner.engine.database import RECORD_FILE
 from tuner.engine.tasks import Lowering
 

@@ -11,8 +11,12 @@ from metatune.config import DEFAULT_DATA_DIR, default_checkpoint
 from metatune.dataset import as_split_dirs
 from metatune.device import resolve_device
 from metatune.errors import ConfigError
-from tuner.app.checkpoints import (default_checkpoint_for, default_xfer_data, own_checkpoint,
-                                   own_train_command)
+from tuner.app.checkpoints import (
+    default_checkpoint_for,
+    default_xfer_data,
+    own_checkpoint,
+    own_train_command,
+)
 from tuner.app.config import RunnerConfig, SearchParams
 from tuner.engine.intrinsics import worker_initializer
 from tuner.engine.norepeat import NoRepeatSearch

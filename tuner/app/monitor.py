@@ -61,7 +61,7 @@ class FailureMonitor:
             TuningStalledError: ``max_failed_rounds`` batches in a row had no valid result.
         """
         round_errors: Counter = Counter()
-        for build, run in zip(builder_results, runner_results):
+        for build, run in zip(builder_results, runner_results, strict=False):
             if build.error_msg:
                 round_errors["build: " + error_summary(build.error_msg)] += 1
             elif measured_seconds(run.run_secs, run.error_msg) is None:
@@ -127,7 +127,7 @@ class ProgressMonitor:
         """Sum over tasks of weight x best run time; ``None`` until every task has one."""
         if any(b is None for b in self.best):
             return None
-        return sum(w * b for w, b in zip(self.task_weights, self.best))
+        return sum(w * b for w, b in zip(self.task_weights, self.best, strict=False))
 
     def observe(self, task_id: int, builder_results, runner_results) -> None:
         """Account one measured batch: best so far, curves, TensorBoard, progress bar."""
@@ -147,7 +147,8 @@ class ProgressMonitor:
             "task_best_ms": self.best[task_id] * 1e3 if self.best[task_id] else None,
             "network_estimate_ms": network * 1e3 if network else None,
             "measured_tasks": sum(b is not None for b in self.best),
-            "measured_tasks_ms": 1e3 * sum(w * b for w, b in zip(self.task_weights, self.best)
+            "measured_tasks_ms": 1e3 * sum(w * b for w, b in zip(self.task_weights, self.best,
+                                                                     strict=False)
                                            if b is not None),
             "elapsed_s": now - self.start,
         }
@@ -212,13 +213,14 @@ class ErrorLogCallback(PyMeasureCallback):
 
     def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
-            for b, r in zip(builds, runs):
+            for b, r in zip(builds, runs, strict=False):
                 if b.error_msg or r.error_msg:
                     stage = "build" if b.error_msg else "run"
                     f.write(json.dumps({"workload": self.workload, "stage": stage,
                                         "error": error_summary(b.error_msg or r.error_msg)})
                             + "\n")
-        self.on_valid(sum(not (b.error_msg or r.error_msg) for b, r in zip(builds, runs)))
+        self.on_valid(sum(not (b.error_msg or r.error_msg)
+                          for b, r in zip(builds, runs, strict=False)))
 
 
 def read_curves(work_dir: str) -> list[dict]:

@@ -6,11 +6,11 @@ import os
 from dataclasses import asdict
 from typing import Any
 
+from metatune.device import describe, resolve_device
 from metatune.files import write_json_atomic
 from metatune.provenance import code_version, machine_info
 from tuner.app.config import TuneConfig, preset_of
 from tuner.app.monitor import read_curves
-from metatune.device import describe, resolve_device
 from tuner.engine.runtime import runtime_info
 from tuner.search.zero_shot import schedule_sources
 
@@ -54,7 +54,7 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
              "best_ms": b, "schedule": source, "trials": n}
             for t, b, source, n in zip(tasks, outcome.best_ms,
                                        schedule_sources(tasks, database, work_dir),
-                                       outcome.trials_per_task or [None] * len(tasks))
+                                       outcome.trials_per_task or [None] * len(tasks), strict=False)
         ],
         "notes": network.notes,
         "latency_ms": {"tuned": None, "untuned": None, "torch": None, "torch_compile": None},
@@ -162,10 +162,11 @@ def plot_curves(work_dir: str, title: str) -> str | None:
     net = [(r["trial"], r["network_estimate_ms"]) for r in rows if r.get("network_estimate_ms")]
     part = [(r["trial"], r["measured_tasks_ms"]) for r in rows if r.get("measured_tasks_ms")]
     if net:
-        ax_net.step(*zip(*net), where="post", marker="o", markersize=3, label="all tasks")
+        ax_net.step(*zip(*net, strict=False), where="post", marker="o", markersize=3,
+                    label="all tasks")
     if part:
         n_tasks = len({r["task_id"] for r in rows}) if not net else None
-        ax_net.step(*zip(*part), where="post", marker=".", markersize=3, alpha=0.6,
+        ax_net.step(*zip(*part, strict=False), where="post", marker=".", markersize=3, alpha=0.6,
                     label="tasks measured so far" + (f" ({n_tasks})" if n_tasks else ""))
         ax_net.legend(fontsize=7)
     ax_net.set(xlabel="measured trials", ylabel="sum of weight x best latency (ms)",

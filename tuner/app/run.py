@@ -9,22 +9,21 @@ from typing import Any
 
 from metatune.config import repo_path
 from metatune.errors import register_ffi_errors
-from tuner.app.checkpoints import checkpoint_note
 from tuner.app.artifact import check_out_path
+from tuner.app.checkpoints import checkpoint_note
 from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
 from tuner.app.export import export_run
+from tuner.app.preflight import check_inputs, check_resume, with_model_sources
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
-from tuner.app.preflight import check_inputs, check_resume, with_model_sources
 from tuner.engine.database import open_database
 from tuner.engine.evaluate import check_output, compile_network, compile_untuned
-from tuner.engine.timing import interleaved, torch_timer
 from tuner.engine.networks import load_network
-from tuner.engine.tasks import Lowering
 from tuner.engine.runtime import runtime_info
 from tuner.engine.targets import resolve_target
+from tuner.engine.tasks import Lowering, extract_tasks, format_task_table
+from tuner.engine.timing import interleaved, torch_timer
 from tuner.engine.workdir_lock import claimed_work_dir
-from tuner.engine.tasks import extract_tasks, format_task_table
 from tuner.search.zero_shot import with_predictions
 
 logger = logging.getLogger("metatune")

@@ -61,7 +61,7 @@ def make_contexts(tasks: list[TaskInfo], *, target, search, work_dir: str, seed:
             search_strategy=search, task_name=t.name, logger=lg, rand_state=rs,
             num_threads=num_threads,
         ).clone()
-        for t, lg, rs in zip(tasks, loggers, seeds)
+        for t, lg, rs in zip(tasks, loggers, seeds, strict=False)
     ]
 
 

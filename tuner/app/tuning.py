@@ -11,13 +11,12 @@ import time
 from dataclasses import dataclass, field
 
 from tuner.app.config import TuneConfig
+
 # the session's factories, re-exported for the callers that import them from here
-from tuner.app.factories import (make_cost_model, make_runner, make_search,  # noqa: F401
-                                 metatune_checkpoints)
+from tuner.app.factories import make_cost_model, make_runner, make_search, metatune_checkpoints  # noqa: F401
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.app.rounds import BatchAccuracyCallback, RoundMonitor
-from tuner.app.session import (Session, build_cost_model, build_session,  # noqa: F401
-                               make_contexts, task_loggers)
+from tuner.app.session import Session, build_cost_model, build_session, make_contexts, task_loggers  # noqa: F401
 from tuner.engine.database import best_seconds_per_task, measured_per_task
 from tuner.engine.durability import RecordFileGuard, as_write_error
 from tuner.engine.interrupt import InterruptWatch
@@ -164,7 +163,7 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
         best_ms=[None if b is None else b * 1e3 for b in progress.best],
         errors=failures.errors.most_common(5),
         rounds=rounds.summary(),
-        trials_per_task=[b + n for b, n in zip(before, progress.per_task)],
+        trials_per_task=[b + n for b, n in zip(before, progress.per_task, strict=False)],
     )
     _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
                   lambda: session.cost_model)

@@ -78,7 +78,7 @@ def check_static(placeholders: Sequence, example_inputs: Sequence) -> None:
     """
     import torch
 
-    for node, example in zip(placeholders, example_inputs):
+    for node, example in zip(placeholders, example_inputs, strict=False):
         if not isinstance(example, torch.Tensor):
             raise UnsupportedGraphError(
                 f"dynamic shapes (the graph takes {node.name}, a symbolic size); compile "
@@ -130,7 +130,7 @@ def freeze(gm, example_inputs: Sequence):
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     check_static(placeholders, example_inputs)
     user, weights = [], []
-    for pos, (node, example) in enumerate(zip(placeholders, example_inputs)):
+    for pos, (node, example) in enumerate(zip(placeholders, example_inputs, strict=False)):
         if not is_weight(node, example):
             user.append(pos)
             continue
@@ -152,7 +152,7 @@ _BATCH_NORM_ARGS = ("input", "running_mean", "running_var", "weight", "bias", "t
 def _call_args(node, names: Sequence[str], defaults: dict) -> dict:
     """A call node's arguments by name (positional ones first, then keywords, then defaults)."""
     args = dict(defaults)
-    args.update(zip(names, node.args))
+    args.update(zip(names, node.args, strict=False))
     args.update(node.kwargs)
     return args
 
@@ -202,7 +202,7 @@ def fold_batch_norms(gm) -> int:
         with torch.no_grad():
             new_w, new_b = fuse_conv_bn_weights(w, b, mean, var, float(a["eps"]), gamma, beta)
         names = (f"_metatune_folded{folded}_weight", f"_metatune_folded{folded}_bias")
-        for name, tensor in zip(names, (new_w, new_b)):
+        for name, tensor in zip(names, (new_w, new_b), strict=False):
             gm.register_buffer(name, tensor.detach())
         with gm.graph.inserting_before(conv):
             w_node, b_node = (gm.graph.get_attr(n) for n in names)

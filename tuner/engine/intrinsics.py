@@ -80,7 +80,7 @@ def load_tensor_intrinsics(kinds: tuple[str, ...] = ("llvm",)) -> None:
             raise ImportError(f"{_PACKAGE} not found: reinstall apache-tvm")
         package = importlib.util.module_from_spec(spec)
         sys.modules[_PACKAGE] = package
-        setattr(sys.modules["tvm.s_tir"], "tensor_intrin", package)
+        sys.modules["tvm.s_tir"].tensor_intrin = package
     for sub in sorted(wanted):
         importlib.import_module(f"{_PACKAGE}.{sub}")
     logger.debug("tensor intrinsics loaded for %s: %s", kinds, sorted(wanted))

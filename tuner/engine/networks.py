@@ -188,7 +188,7 @@ def bind_weights(mod):
     if not weights:
         return mod
     func_params = mod["main"].params
-    named = {p: w for p, w in zip(func_params[len(func_params) - len(weights):], weights)}
+    named = dict(zip(func_params[len(func_params) - len(weights):], weights, strict=True))
     return relax.transform.BindParams("main", named)(mod)
 
 

@@ -190,7 +190,7 @@ class NoRepeatSearch(PySearchStrategy):
         from tvm.s_tir.meta_schedule.runner import RunnerResult
 
         candidates, hashes, keep, cut = self._batch
-        by_index = dict(zip(keep, results))
+        by_index = dict(zip(keep, results, strict=False))
         told, full = [], []
         for i, h in enumerate(hashes):
             if i in cut:

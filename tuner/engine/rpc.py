@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from metatune.errors import ConfigError, RunnerUnavailableError
 
-
 START_TRACKER = "python -m tvm.exec.rpc_tracker --host {host} --port {port}"
 START_SERVER = ("TVM_NUM_THREADS=<cores> python -m tvm.exec.rpc_server --host <server ip> "
                 "--tracker {host}:{port} --key {key}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from metatune.errors import ConfigError
-
 from tuner.engine.intrinsics import load_tensor_intrinsics
 
 

@@ -28,9 +28,9 @@ from metatune.graph import encode
 from metatune.records import measured_seconds
 from metatune.safe_load import load_error, load_tensors
 from tuner.models.params import MetaTuneModelConfig
+
 # the checkpoint's side, re-exported: callers load a model and score with it from here
-from tuner.models.trained import (TrainedModel, check_compatible, load_model,  # noqa: F401
-                                  load_net)
+from tuner.models.trained import TrainedModel, check_compatible, load_model, load_net  # noqa: F401
 
 register_ffi_errors()  # a CheckpointError from load() crosses TVM's FFI as itself
 
@@ -112,7 +112,7 @@ class MetaTuneCostModel(PyCostModel):
                                                      [keys[i] for i in todo])).to(self.device)
             with torch.no_grad():
                 fresh = self.net.embed(batch.x, batch.edge_index, batch.batch)
-            for i, emb in zip(todo, fresh):
+            for i, emb in zip(todo, fresh, strict=False):
                 self._emb[keys[i]] = emb
         for k in keys:
             self._emb.move_to_end(k)
@@ -255,7 +255,7 @@ class GraphCache:
             return [encode(c.sch.mod["main"], self.graph) for c in candidates]
         if keys is None:
             keys = candidate_keys(candidates)
-        for c, k in zip(candidates, keys):
+        for c, k in zip(candidates, keys, strict=False):
             if k not in self._graphs:
                 self._graphs[k] = encode(c.sch.mod["main"], self.graph)
             self._graphs.move_to_end(k)

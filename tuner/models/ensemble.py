@@ -23,8 +23,13 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import ConfigError
 from metatune.safe_load import load_tensors
-from tuner.models.cost_model import (GraphCache, MetaTuneCostModel, TrainedModel,
-                                     candidate_keys, loading)
+from tuner.models.cost_model import (
+    GraphCache,
+    MetaTuneCostModel,
+    TrainedModel,
+    candidate_keys,
+    loading,
+)
 
 # graphs kept for the members to share: the search scores a pool of a few hundred
 # candidates at a time, and the members score the same pool one after the other
@@ -97,9 +102,9 @@ class EnsembleCostModel(PyCostModel):
                                  f"{len(self.members)}")
             before = copy.deepcopy([m.state() for m in self.members])  # not views
             try:
-                for m, state in zip(self.members, states):
+                for m, state in zip(self.members, states, strict=False):
                     m.load_state(state)
             except Exception:  # all members or none
-                for m, state in zip(self.members, before):
+                for m, state in zip(self.members, before, strict=False):
                     m.load_state(state)
                 raise

@@ -8,8 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from metatune.config import (DEFAULT_CACHE_DIR, DEFAULT_GRAPH, check_graph,
-                             resolve_path, seed_siblings)
+from metatune.config import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_GRAPH,
+    check_graph,
+    resolve_path,
+    seed_siblings,
+)
 from metatune.errors import ConfigError
 
 #: Online fine-tuning's steps and step size (see :class:`MetaTuneModelConfig`).

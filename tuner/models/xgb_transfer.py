@@ -174,7 +174,6 @@ class XferXGBModel(XGBModel._cls):
 
     def _train(self, xs: list[np.ndarray], ys: np.ndarray) -> None:
         import xgboost as xgb
-
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import PackSum, _get_custom_call_back
 
         self.d_train = PackSum(xs=xs, ys=ys)

@@ -34,10 +34,10 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from metatune.device import resolve_device
 from metatune.records import measured_seconds
 from tuner.engine.database import as_candidate
 from tuner.engine.norepeat import PreloadedRecords
-from metatune.device import resolve_device
 from tuner.search.bo_select import select_batch
 from tuner.search.knobs import KnobSpace
 from tuner.search.params import BOConfig
@@ -227,7 +227,7 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
 
 
         cands = list(measure_candidates)
-        for cand, res in zip(cands, results):
+        for cand, res in zip(cands, results, strict=False):
             self.seen.add(structural_hash(cand.sch.mod))
             secs = measured_seconds(res.run_secs, res.error_msg)
             self.hist_cands.append(cand)

@@ -31,9 +31,9 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from metatune.device import resolve_device
 from metatune.records import measured_seconds
 from tuner.engine.norepeat import PreloadedRecords
-from metatune.device import resolve_device
 from tuner.search.params import RLConfig
 from tuner.search.rl_explore import Explorer
 from tuner.search.rl_sampling import representatives
@@ -208,7 +208,7 @@ class RLSearch(PySearchStrategy, PreloadedRecords):
     def notify_runner_results(self, measure_candidates, results) -> None:
         from tvm_ffi import structural_hash
 
-        for cand, res in zip(list(measure_candidates), results):
+        for cand, res in zip(list(measure_candidates), results, strict=False):
             h = structural_hash(cand.sch.mod)
             self.seen.add(h)
             point = self.proposed.get(h) or self.space.point_of(cand.sch.trace)

@@ -105,12 +105,13 @@ class Explorer:
             [p for t in trajectories for move in t.moves for p in move if p is not None]
             + list(starts)))
         raw = np.asarray(score(visited), dtype=float) if visited else np.zeros(0)
-        scores = dict(zip(visited, raw.tolist()))
-        z = dict(zip(visited, _standardize(raw).tolist()))
+        scores = dict(zip(visited, raw.tolist(), strict=False))
+        z = dict(zip(visited, _standardize(raw).tolist(), strict=False))
         floor = min(z.values(), default=0.0) - 1.0  # an invalid point's standardized score
         self._learn(trajectories, z, floor)
         return Exploration(scores=scores, start_scores=[scores[s] for s in starts],
-                           end_scores=[scores[t.end(s)] for t, s in zip(trajectories, starts)],
+                           end_scores=[scores[t.end(s)]
+                                       for t, s in zip(trajectories, starts, strict=False)],
                            steps=sum(len(t.moves) for t in trajectories))
 
     def _rollouts(self, points: list[Point], resolve: Resolve) -> list[_Trajectory]:
@@ -150,7 +151,7 @@ class Explorer:
                                     device=self.device)
                 with torch.no_grad():
                     _, last = self.policy(x, m)
-                for i, v in zip(still, last.cpu().tolist()):
+                for i, v in zip(still, last.cpu().tolist(), strict=False):
                     trajectories[i].last_value = v
             active = still
         return trajectories

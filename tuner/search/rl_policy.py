@@ -152,7 +152,7 @@ def gae(rewards: list[float], values: list[float], last_value: float, gamma: flo
         running = delta + gamma * lam * running
         adv[t] = running
         nxt = values[t]
-    return adv, [a + v for a, v in zip(adv, values)]
+    return adv, [a + v for a, v in zip(adv, values, strict=False)]
 
 
 def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, data: Rollouts,

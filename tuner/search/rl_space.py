@@ -126,7 +126,7 @@ class DecisionSpace:
         insts = _decisions(trace)
         kinds = [inst.kind.name for inst in insts]
         choices: list[list] = []
-        for inst, kind in zip(insts, kinds):
+        for inst, kind in zip(insts, kinds, strict=False):
             decision = trace.decisions[inst]
             if kind == _TILE:
                 factors = [int(f) for f in decision]
@@ -157,7 +157,7 @@ class DecisionSpace:
             changes = {insts[j]: 1 << 20}
             if probe:
                 changes.update({inst: list(cs[rng.integers(len(cs))])
-                                for inst, kind, cs in zip(insts, kinds, choices)
+                                for inst, kind, cs in zip(insts, kinds, choices, strict=False)
                                 if kind == _TILE})
             sch = self._replay(trace, changes)
             if sch is not None:
@@ -204,7 +204,7 @@ class DecisionSpace:
         if len(insts) != len(s.insts):
             return None
         out = []
-        for index, inst in zip(s.index, insts):
+        for index, inst in zip(s.index, insts, strict=False):
             i = index.get(_value_key(trace.decisions[inst]))
             if i is None:
                 return None
@@ -223,7 +223,7 @@ class DecisionSpace:
 
         s = self.spaces[point[0]]
         changes = {}
-        for j, (inst, i) in enumerate(zip(s.insts, point[1])):
+        for j, (inst, i) in enumerate(zip(s.insts, point[1], strict=False)):
             if s.kinds[j] == _TILE:
                 changes[inst] = list(s.choices[j][i])
             elif s.kinds[j] in (_CATEGORICAL, _LOCATION):
@@ -275,7 +275,7 @@ class DecisionSpace:
         """Each point moved by its actions (an ``n x width`` array of 0 down, 1 stay,
         2 up), clipped to the choices."""
         out = []
-        for (space, idx), act in zip(points, actions):
+        for (space, idx), act in zip(points, actions, strict=False):
             i = np.asarray(idx) + np.asarray(act[: len(idx)]) - 1
             i = np.clip(i, 0, self.sizes[space, : len(idx)] - 1)
             out.append((space, tuple(int(v) for v in i)))

@@ -215,7 +215,7 @@ def schedule_sources(tasks, database, work_dir: str) -> list[str]:
     if os.path.isdir(os.path.join(work_dir, PREDICTED_DIR)):
         predicted = _workload_hashes(open_predictions(work_dir))
     out = []
-    for mod, (valid, _) in zip(mods, valid_and_measured_per_task(database, mods)):
+    for mod, (valid, _) in zip(mods, valid_and_measured_per_task(database, mods), strict=False):
         if valid:
             out.append("measured")
         elif structural_hash(mod) in predicted:
