@@ -111,7 +111,7 @@ def run_collect(cfg: CollectConfig) -> dict[str, Any]:
         The dataset summary (see :func:`summarize`).
     """
     # This imports TVM: lazy, so that ``collect.py summary`` runs without it.
-    from tuner.app.tuning import build_session
+    from tuner.app.session import build_session
 
     info = resolve_target(cfg.target, cfg.num_cores)
     cfg = resolve_paths(cfg, info)
@@ -151,7 +151,7 @@ def _collect_split(cfg: CollectConfig, split: str, entries: list[Entry], *, sess
     from tqdm.auto import tqdm
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.app.tuning import task_loggers
+    from tuner.app.session import task_loggers
 
     work = os.path.join(cfg.work_dir, split)
     out = os.path.join(cfg.out, split)
