@@ -46,10 +46,12 @@ RUNS = "docs/bench/runs/runtimes"
 OUT = "docs/bench/runtimes"
 #: Every runtime of a record, in timing order, and its column name.
 LABELS = {"tvm_tuned": "TVM tuned", "torch": "PyTorch eager", "torch_compile": "torch.compile",
+          "metatune_compile": "torch.compile metatune", "metatune_load": "metatune.load",
           "onnxruntime": "ONNX Runtime", "openvino_f32": "OpenVINO f32",
           "openvino_default": "OpenVINO default"}
 #: The runtimes that compute in float32 (the fastest of them is the page's winner).
-F32 = ("tvm_tuned", "torch", "torch_compile", "onnxruntime", "openvino_f32")
+F32 = ("tvm_tuned", "torch", "torch_compile", "metatune_compile", "metatune_load",
+       "onnxruntime", "openvino_f32")
 
 
 def record_path(runs: str, platform: str, network: str, budget: int) -> str:
@@ -101,6 +103,46 @@ def tuned_build(work_dir: str, report: dict):
                                     lowering), num_cores
 
 
+def metatune_runtimes(module, x, work_dir: str, failures: dict[str, str]) -> dict:
+    """The tuned network as a PyTorch user calls it: ``torch.compile(backend="metatune")``
+    with the work dir's database, and the work dir exported (``export.py``) and loaded with
+    ``metatune.load``; each taking and returning torch tensors. A runtime that fails is
+    named in ``failures`` with its one-line error and left out."""
+    import tempfile
+
+    import torch
+
+    import metatune
+    from bench.runtime_timers import Runtime, window_timer
+    from metatune.errors import one_line
+    from tuner.app.export import ExportConfig, run_export
+    from tuner.engine.runtime import tvm_num_threads
+
+    xt = torch.from_numpy(x)
+    out = {}
+
+    def add(name: str, run) -> None:
+        def call():
+            with torch.inference_mode():
+                return run(xt)
+
+        try:  # a runtime that fails is reported on the page, not fatal
+            out[name] = Runtime(window_timer(call), call().numpy(), tvm_num_threads())
+        except Exception as err:
+            failures[name] = one_line(str(err))
+
+    add("metatune_compile", torch.compile(module, backend="metatune",
+                                          options={"work_dir": work_dir}))
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
+        try:
+            path, _ = run_export(ExportConfig(work_dir=work_dir,
+                                              out=os.path.join(tmp, "net.metatune")))
+            add("metatune_load", metatune.load(path))
+        except Exception as err:
+            failures["metatune_load"] = one_line(str(err))
+    return out
+
+
 def measure(network: str, budget: int, work_root: str, extra: list[str],
             timing: dict[str, Any], command: str) -> dict:
     """Tune ``network`` to ``budget`` trials, then time every runtime side by side.
@@ -133,7 +175,7 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
     if "torch" not in others:
         raise RuntimeError(f"PyTorch eager, the reference, failed: {failures['torch']}")
     runtimes = {"tvm_tuned": Runtime(compiled.timer(x), compiled.run(x), tvm_num_threads()),
-                **others}
+                **metatune_runtimes(net.torch_module, x, work_dir, failures), **others}
     print(f"timing {', '.join(runtimes)} side by side ({threads} threads each)", flush=True)
     side = time_side_by_side(runtimes, others["torch"].output, **timing)
     tasks = report.get("tasks") or []
