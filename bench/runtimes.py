@@ -108,8 +108,6 @@ def metatune_runtimes(module, x, work_dir: str, failures: dict[str, str]) -> dic
     with the work dir's database, and the work dir exported (``export.py``) and loaded with
     ``metatune.load``; each taking and returning torch tensors. A runtime that fails is
     named in ``failures`` with its one-line error and left out."""
-    import tempfile
-
     import torch
 
     import metatune
@@ -162,7 +160,7 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
     from bench.runtime_timers import Runtime, deploy_runtimes, time_side_by_side, versions
     from metatune.provenance import code_version, machine_info
     from tuner.engine.platforms import platform_id
-    from tuner.engine.runtime import runtime_info, tvm_num_threads
+    from tuner.engine.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
     from tuner.engine.targets import resolve_target
 
     work_dir = os.path.join(work_root, f"{network}-{budget}")
@@ -174,8 +172,11 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
         others = deploy_runtimes(net.torch_module, x, threads, onnx_dir, failures=failures)
     if "torch" not in others:
         raise RuntimeError(f"PyTorch eager, the reference, failed: {failures['torch']}")
+    ours = metatune_runtimes(net.torch_module, x, work_dir, failures)
+    configure_tvm_threads(threads)  # the backend's compile sized TVM's pool for its target
     runtimes = {"tvm_tuned": Runtime(compiled.timer(x), compiled.run(x), tvm_num_threads()),
-                **metatune_runtimes(net.torch_module, x, work_dir, failures), **others}
+                **{name: rt._replace(threads=tvm_num_threads()) for name, rt in ours.items()},
+                **others}
     print(f"timing {', '.join(runtimes)} side by side ({threads} threads each)", flush=True)
     side = time_side_by_side(runtimes, others["torch"].output, **timing)
     tasks = report.get("tasks") or []

@@ -314,7 +314,7 @@ def _encode_split(split_dir: str, mode: str, min_samples: int) -> list[WorkloadS
         if len(gs) < min_samples:
             continue
         ys = relative_throughput([float(g.seconds) for g in gs])
-        for g, y in zip(gs, ys, strict=False):
+        for g, y in zip(gs, ys, strict=True):
             g.y = torch.tensor([y], dtype=torch.float32)
         out.append(WorkloadSamples(w["name"], w["kind"], gs))
     return out

@@ -30,6 +30,10 @@ class WorkDirError(MetaTuneError):
     """The work directory cannot be created or written."""
 
 
+
+class WorkDirBusyError(WorkDirError):
+    """Another run holds the work dir's lock."""
+
 class DatabaseCorruptError(MetaTuneError):
     """A tuning database file in the work directory cannot be parsed."""
 

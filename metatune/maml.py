@@ -203,5 +203,5 @@ class InnerLoop(nn.Module):
             grads = torch.autograd.grad(loss, list(fast.values()), allow_unused=True,
                                         create_graph=not first_order and torch.is_grad_enabled())
             fast = {n: w if g is None else w - self.cfg.lr * g
-                    for (n, w), g in zip(fast.items(), grads, strict=False)}
+                    for (n, w), g in zip(fast.items(), grads, strict=True)}
         return fast

@@ -16,12 +16,12 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+# One definition of the format, shared with its reader (metatune.load).
+from metatune.deploy import ARTIFACT_FORMAT, FORMAT_VERSION  # noqa: F401 - re-exported
+from metatune.deploy import MANIFEST as MANIFEST_FILE
 from metatune.errors import ConfigError
 from metatune.files import write_json_atomic
 
-ARTIFACT_FORMAT = "metatune-artifact"
-FORMAT_VERSION = 1
-MANIFEST_FILE = "manifest.json"
 LIBRARY_FILE = "model.so"
 CROSS_LIBRARY_FILE = "model.tar"
 FUNCTION = "main"

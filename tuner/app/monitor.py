@@ -61,7 +61,7 @@ class FailureMonitor:
             TuningStalledError: ``max_failed_rounds`` batches in a row had no valid result.
         """
         round_errors: Counter = Counter()
-        for build, run in zip(builder_results, runner_results, strict=False):
+        for build, run in zip(builder_results, runner_results, strict=True):
             if build.error_msg:
                 round_errors["build: " + error_summary(build.error_msg)] += 1
             elif measured_seconds(run.run_secs, run.error_msg) is None:
@@ -127,7 +127,7 @@ class ProgressMonitor:
         """Sum over tasks of weight x best run time; ``None`` until every task has one."""
         if any(b is None for b in self.best):
             return None
-        return sum(w * b for w, b in zip(self.task_weights, self.best, strict=False))
+        return sum(w * b for w, b in zip(self.task_weights, self.best, strict=True))
 
     def observe(self, task_id: int, builder_results, runner_results) -> None:
         """Account one measured batch: best so far, curves, TensorBoard, progress bar."""
@@ -148,7 +148,7 @@ class ProgressMonitor:
             "network_estimate_ms": network * 1e3 if network else None,
             "measured_tasks": sum(b is not None for b in self.best),
             "measured_tasks_ms": 1e3 * sum(w * b for w, b in zip(self.task_weights, self.best,
-                                                                     strict=False)
+                                                                     strict=True)
                                            if b is not None),
             "elapsed_s": now - self.start,
         }
@@ -213,14 +213,14 @@ class ErrorLogCallback(PyMeasureCallback):
 
     def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
-            for b, r in zip(builds, runs, strict=False):
+            for b, r in zip(builds, runs, strict=True):
                 if b.error_msg or r.error_msg:
                     stage = "build" if b.error_msg else "run"
                     f.write(json.dumps({"workload": self.workload, "stage": stage,
                                         "error": error_summary(b.error_msg or r.error_msg)})
                             + "\n")
         self.on_valid(sum(not (b.error_msg or r.error_msg)
-                          for b, r in zip(builds, runs, strict=False)))
+                          for b, r in zip(builds, runs, strict=True)))
 
 
 def read_curves(work_dir: str) -> list[dict]:

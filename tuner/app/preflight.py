@@ -234,5 +234,7 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info, record: bool = Tru
                 " + ".join(old["model"] or ["nothing"]), " + ".join(new["model"] or ["nothing"]))
         if old.get("target") and old.get("model") == new["model"] and old.get("tvm"):
             return
+        if not old.get("tvm"):  # records from before the version was kept: not made up now
+            new["tvm"] = None
     if record:
         write_json_atomic(os.path.join(work_dir, SETTINGS_FILE), new, indent=1)

@@ -61,7 +61,7 @@ def make_contexts(tasks: list[TaskInfo], *, target, search, work_dir: str, seed:
             search_strategy=search, task_name=t.name, logger=lg, rand_state=rs,
             num_threads=num_threads,
         ).clone()
-        for t, lg, rs in zip(tasks, loggers, seeds, strict=False)
+        for t, lg, rs in zip(tasks, loggers, seeds, strict=True)
     ]
 
 
@@ -128,12 +128,12 @@ def build_session(cfg: TuneConfig, target: TargetInfo, *,
     resolve_device(cfg.device)  # a GPU asked for and absent: one line, before anything starts
     cost_model = build_cost_model(cfg, target)
     kinds = (target.kind,)
+    clock = RoundClock()
+    search = make_search(cfg.search, cfg.search_params, clock=clock, seed=cfg.seed,
+                         budget=budget, device=cfg.device)  # a bad parameter: before any pool
     runner = make_runner(cfg.runner, kinds, target.num_cores)  # an absent tracker: before any pool
     builder = PersistentBuilder(max_workers=cfg.builder.workers or target.num_cores,
                                 timeout_sec=cfg.builder.timeout_sec, target_kinds=kinds)
     builder.warm_up()
-    clock = RoundClock()
-    search = make_search(cfg.search, cfg.search_params, clock=clock, seed=cfg.seed,
-                         budget=budget, device=cfg.device)
     return Session(target=target, cost_model=cost_model, builder=builder, runner=runner,
                    clock=clock, search=search, seed=cfg.seed)

@@ -8,7 +8,8 @@ device it measures. Before tuning starts, :func:`check_tracker` makes sure the t
 answers and holds at least one server under the key, so that a typo costs one line, not a
 run of failed measurements.
 
-While tuning, :class:`WatchedRPCRunner` keeps watching them: before each batch and every few
+While tuning, :class:`tuner.engine.rpc_watch.WatchedRPCRunner` (made by
+:func:`tuner.engine.rpc_watch.make_rpc_runner`) keeps watching them: before each batch and every few
 seconds while one is measured, it asks the tracker (its own short query: TVM's client
 retries for minutes). When the tracker stops answering or no server is left under the key,
 tuning stops within seconds with one line (:class:`~metatune.errors.RunnerUnavailableError`),

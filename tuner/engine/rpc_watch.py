@@ -80,7 +80,7 @@ class WatchedRPCRunner(PyRunner):
         """
         self.farm()
         futures = self.inner.run(runner_inputs)
-        return [WatchedFuture(self, i, f) for i, f in zip(runner_inputs, futures, strict=False)]
+        return [WatchedFuture(self, i, f) for i, f in zip(runner_inputs, futures, strict=True)]
 
     def farm(self) -> int:
         """The servers under the key now, checked.

@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from metatune.errors import WorkDirError
+from metatune.errors import WorkDirBusyError, WorkDirError
 
 LOCK_FILE = ".lock"
 
@@ -51,7 +51,7 @@ class WorkDirLock:
         except OSError:
             owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise WorkDirError(
+            raise WorkDirBusyError(
                 f"work dir {self.work_dir} is in use by process {owner} (another tune.py "
                 "run); wait for it to end, or pass another --work-dir") from None
         os.ftruncate(fd, 0)
@@ -75,12 +75,13 @@ class WorkDirLock:
 
 #: What a run puts in a work dir before its first measurement (removed again when it fails
 #: then, in a work dir that was there before it).
-FIRST_ENTRIES = ("database_workload.json", "database_tuning_record.json", "settings.json",
+RECORDS = "database_tuning_record.json"  #: the measurements (tuner.engine.database.RECORD_FILE)
+FIRST_ENTRIES = ("database_workload.json", RECORDS, "settings.json",
                  LOCK_FILE, "logs", "tensorboard", "curves.jsonl", "rounds.jsonl")
 
 
 def _has_records(work_dir: str) -> bool:
-    path = os.path.join(work_dir, "database_tuning_record.json")
+    path = os.path.join(work_dir, RECORDS)
     return os.path.exists(path) and os.path.getsize(path) > 0
 
 
@@ -99,16 +100,21 @@ def claimed_work_dir(work_dir: str) -> Iterator[WorkDirLock]:
     created = not os.path.exists(work_dir)
     before = set() if created else set(os.listdir(work_dir))
     ensure_work_dir(work_dir)
+    lock = WorkDirLock(work_dir)
     try:
-        with WorkDirLock(work_dir) as lock:
-            yield lock
-    except WorkDirError as err:
-        if "in use by process" not in str(err):  # another run's work dir is never touched
-            _take_back(work_dir, created, before)
+        lock.acquire()
+    except WorkDirBusyError:  # another run's work dir is never touched
         raise
     except Exception:
         _take_back(work_dir, created, before)
         raise
+    try:
+        yield lock
+    except Exception:  # taken back while the lock is held: no other run can be in it
+        _take_back(work_dir, created, before)
+        raise
+    finally:
+        lock.release()
 
 
 def _take_back(work_dir: str, created: bool, before: set[str]) -> None:
