@@ -41,12 +41,27 @@ def _flatten(out) -> list:
     return [t for item in out for t in _flatten(item)]
 
 
+#: The alignment TVM requires of a tensor's data (``kAllocAlignment``).
+ALIGNMENT = 64
+
+
+def _compact(x):
+    """``x`` as TVM takes it through DLPack: contiguous, its data aligned to
+    :data:`ALIGNMENT` bytes (a copy only where it is not already)."""
+    if not x.is_contiguous():
+        x = x.contiguous()
+    if x.data_ptr() % ALIGNMENT:
+        x = x.clone()  # torch's allocator aligns new storage to 64 bytes
+    return x
+
+
 class VMFunction:
     """A Relax VM function called on torch tensors.
 
-    Inputs are handed to TVM through DLPack (no copy; a non-contiguous tensor is made
-    contiguous first, TVM takes only compact tensors), outputs come back the same way: the
-    returned tensors own the memory the VM allocated for them.
+    Inputs are handed to TVM through DLPack (no copy, except for a tensor TVM cannot take as
+    it is: one not contiguous, or whose data is not aligned to :data:`ALIGNMENT` bytes, as a
+    ``torch.from_numpy`` tensor may be, is copied first), outputs come back the same way:
+    the returned tensors own the memory the VM allocated for them.
 
     Args:
         vm: A ``tvm.runtime.vm.VirtualMachine``.
@@ -102,8 +117,7 @@ class VMFunction:
                 raise ValueError(f"input {i} is on {x.device}, but the network was compiled "
                                  f"for {self.device_type}: move it with .to("
                                  f"{self.torch_device!r})")
-            x = x.detach()
-            tvm_args.append(tvm.runtime.from_dlpack(x if x.is_contiguous() else x.contiguous()))
+            tvm_args.append(tvm.runtime.from_dlpack(_compact(x.detach())))
         return tuple(torch.from_dlpack(t) for t in _flatten(self.function(*tvm_args)))
 
 

@@ -73,6 +73,20 @@ def test_compiled_with_the_database_equals_eager(tuned, caplog):
     assert "3 of 3 functions scheduled" in caplog.text and "layout NHWC" in caplog.text
 
 
+def test_an_unaligned_numpy_backed_input_is_taken(tuned):
+    """A ``torch.from_numpy`` tensor whose data is not 64-byte aligned (TVM's DLPack import
+    refuses those) is copied, not refused."""
+    import numpy as np
+
+    n = int(np.prod(TINY_SHAPE))
+    x = torch.from_numpy(np.random.default_rng(0).random(n + 1, dtype=np.float32)[1:]
+                         .reshape(TINY_SHAPE))
+    assert x.data_ptr() % 64
+    out, expected, caught = _run(tiny_convnet(), x, options={"work_dir": tuned})
+    assert not caught, [str(w.message) for w in caught]
+    assert _close(out, expected)
+
+
 def test_work_dir_from_the_environment(tuned, monkeypatch, caplog):
     monkeypatch.setenv(ENV_WORK_DIR, tuned)
     x = torch.randn(2, 8, 16, 16)  # another batch: its functions are not in the database
