@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from metatune.errors import one_line
-from tuner.engine.timing import WindowTimer, interleaved, torch_timer
+from tuner.engine.timing import WindowTimer, interleaved, torch_timer, window_timer
 
 #: Every runtime :func:`deploy_runtimes` can make, in the order they are timed.
 RUNTIMES = ("torch", "torch_compile", "onnxruntime", "openvino_f32", "openvino_default")
@@ -45,27 +44,6 @@ class Runtime(NamedTuple):
     output: np.ndarray
     threads: int
     precision: str = "f32"
-
-
-def window_timer(call: Callable[[], Any]) -> WindowTimer:
-    """A window timer of ``call`` (one inference): each turn starts with one untimed call,
-    then each window calls it back to back for at least ``min_window_ms``."""
-
-    def windows(count: int, min_window_ms: float) -> list[float]:
-        call()  # untimed: caches and threads warm again after the other runtimes
-        out = []
-        for _ in range(count):
-            calls, start = 0, time.perf_counter()
-            while True:
-                call()
-                calls += 1
-                elapsed = (time.perf_counter() - start) * 1e3
-                if elapsed >= min_window_ms:
-                    break
-            out.append(elapsed / calls)
-        return out
-
-    return windows
 
 
 def torch_runtime(module, x: np.ndarray, threads: int, compile: bool = False) -> Runtime:

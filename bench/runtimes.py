@@ -111,10 +111,11 @@ def metatune_runtimes(module, x, work_dir: str, failures: dict[str, str]) -> dic
     import torch
 
     import metatune
-    from bench.runtime_timers import Runtime, window_timer
+    from bench.runtime_timers import Runtime
     from metatune.errors import one_line
     from tuner.app.export import ExportConfig, run_export
     from tuner.engine.runtime import tvm_num_threads
+    from tuner.engine.timing import window_timer
 
     xt = torch.from_numpy(x)
     out = {}

@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -63,21 +64,36 @@ def torch_timer(module, x: np.ndarray, num_threads: int, compile: bool = False,
 
     def windows(count: int, min_window_ms: float) -> list[float]:
         torch.set_num_threads(num_threads)  # another timer may have changed it
-        out = []
         with torch.inference_mode():
-            module(inp)  # untimed: caches and threads warm again after the other runtimes
-            for _ in range(count):
-                calls, start = 0, time.perf_counter()
-                while True:
-                    module(inp)
-                    calls += 1
-                    elapsed = (time.perf_counter() - start) * 1e3
-                    if elapsed >= min_window_ms:
-                        break
-                out.append(elapsed / calls)
-        return out
+            return time_windows(lambda: module(inp), count, min_window_ms)
 
     return windows
+
+
+def time_windows(call: Callable[[], Any], count: int, min_window_ms: float) -> list[float]:
+    """``count`` windows of ``call`` (one inference), after one untimed call: each window
+    calls it back to back for at least ``min_window_ms``.
+
+    Returns:
+        Each window's mean milliseconds per call.
+    """
+    call()  # untimed: caches and threads warm again after the other runtimes
+    out = []
+    for _ in range(count):
+        calls, start = 0, time.perf_counter()
+        while True:
+            call()
+            calls += 1
+            elapsed = (time.perf_counter() - start) * 1e3
+            if elapsed >= min_window_ms:
+                break
+        out.append(elapsed / calls)
+    return out
+
+
+def window_timer(call: Callable[[], Any]) -> WindowTimer:
+    """A window timer of ``call`` (one inference), as :func:`time_windows` times it."""
+    return lambda count, min_window_ms: time_windows(call, count, min_window_ms)
 
 
 def interleaved(timers: Mapping[str, WindowTimer], windows: int, min_window_ms: float,
