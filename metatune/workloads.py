@@ -29,6 +29,9 @@ fusion) for quick tests.
 the 2-D kinds a network then holds in NHWC (:data:`NHWC_KINDS`) are also built in NHWC
 (``Workload.layout``; :func:`nhwc_workloads`): the same draws, the data in NHWC and the
 weights in OHWI, as ``relax.transform.ConvertLayout`` leaves a network's.
+
+The kinds of transformer encoders and modern CNNs (batch matmul, dense over a sequence's
+tokens with GELU, softmax, LayerNorm) are :mod:`metatune.workloads_transformer`'s.
 """
 
 from __future__ import annotations

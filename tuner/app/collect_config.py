@@ -25,12 +25,17 @@ DEFAULT_COLLECT_YAML = os.path.join(REPO_ROOT, "configs", "collect.yaml")
 #: ``train-networks``'s).
 NETWORK_SPLITS = {"train-networks": "train_networks", "train-more-networks": "more_networks",
                   "train-mobile-networks": "mobile_networks"}
+#: The split of generated transformer workloads (:mod:`metatune.workloads_transformer`:
+#: batch matmul, dense over tokens with and without GELU, softmax, LayerNorm); it has no
+#: NHWC twin (no convolution to convert).
+TRANSFORMER_SPLIT = "train-transformer"
 #: ``train`` / ``heldout`` (NCHW, as networks are imported) and their NHWC twins: the
 #: training workloads of the 2-D kinds and the network convs as ``tune.py`` extracts them
 #: in its default layout; then the network training splits (:data:`NETWORK_SPLITS`) and
-#: their NHWC twins.
+#: their NHWC twins; then :data:`TRANSFORMER_SPLIT`.
 SPLITS = ("train", "heldout", "train-nhwc", "heldout-nhwc",
-          *(name + twin for name in NETWORK_SPLITS for twin in ("", "-nhwc")))
+          *(name + twin for name in NETWORK_SPLITS for twin in ("", "-nhwc")),
+          TRANSFORMER_SPLIT)
 DEFAULT_SPLITS = ("train", "heldout")
 NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet")
 #: Networks whose conv tasks make the ``train-networks`` split: none of the held-out four.
@@ -60,6 +65,7 @@ class CollectConfig:
     per_kind: int = 14
     other_per_kind: int = 4
     seed: int = 0
+    transformer_per_kind: int = 8
     train_samples: int = 64
     heldout_samples: int = 96
     networks: list[str] = field(default_factory=lambda: list(NETWORKS))
@@ -80,7 +86,7 @@ class CollectConfig:
             ConfigError: A count that is not positive, or an unknown split.
         """
         for key in ("train_samples", "heldout_samples", "train_networks_samples", "per_kind",
-                    "other_per_kind", "trials_per_round"):
+                    "other_per_kind", "transformer_per_kind", "trials_per_round"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)!r}: must be a positive integer")
         unknown = set(self.splits) - set(SPLITS)

@@ -1,7 +1,8 @@
 """What a split of the dataset holds: the workloads to measure, each with the samples wanted.
 
 ``train`` and ``train-nhwc`` hold generated workloads (:mod:`metatune.workloads`), each
-the fused function the tuner's own pipeline makes of it; ``heldout`` holds the conv tasks
+the fused function the tuner's own pipeline makes of it; ``train-transformer`` the same of
+the transformer kinds (:mod:`metatune.workloads_transformer`); ``heldout`` holds the conv tasks
 of the four networks, never trained on; the network training splits
 (:data:`tuner.app.collect_config.NETWORK_SPLITS`) hold the conv tasks of other networks,
 every held-out task and every task of the network splits before them left out. A
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from metatune.workloads import nhwc_workloads, training_workloads
-from tuner.app.collect_config import NETWORK_SPLITS, CollectConfig
+from metatune.workloads_transformer import transformer_workloads
+from tuner.app.collect_config import NETWORK_SPLITS, TRANSFORMER_SPLIT, CollectConfig
 from tuner.engine.networks import load_network
 from tuner.engine.tasks import Lowering, extract_tasks
 
@@ -51,10 +53,20 @@ def train_entries(per_kind: int, other_per_kind: int, seed: int, samples: int,
     """The generated training workloads as entries, each the fused function the tuner's own
     pipeline makes of it (epilogue fused, weights layout-free), as a network's tasks are.
     In ``NHWC``, the workloads of the 2-D kinds only (:func:`metatune.workloads.nhwc_workloads`)."""
-    out = []
     split = "train" if layout == "NCHW" else "train-nhwc"
     workloads = (training_workloads if layout == "NCHW" else nhwc_workloads)(
         per_kind, seed, other_per_kind)
+    return generated_entries(workloads, split, samples, target)
+
+
+def generated_entries(workloads: list, split: str, samples: int, target) -> list[Entry]:
+    """Generated workloads (each with ``name``, ``kind``, ``to_dict()`` and
+    ``relax_module()``) as entries, each the one task the tuner's pipeline makes of it.
+
+    Raises:
+        RuntimeError: Fusion gave a workload more or fewer than one task.
+    """
+    out = []
     for wl in workloads:
         tasks = extract_tasks(wl.relax_module(), target)
         if len(tasks) != 1:
@@ -171,6 +183,9 @@ def plan_split(cfg: CollectConfig, split: str, target) -> list[Entry]:
             known |= network_hashes(tuple(getattr(cfg, key)), target, layout)
         return network_entries(tuple(getattr(cfg, networks_setting(split))), target,
                                cfg.train_networks_samples, split, exclude=known)
+    if split == TRANSFORMER_SPLIT:
+        return generated_entries(transformer_workloads(cfg.transformer_per_kind, cfg.seed),
+                                 split, cfg.train_samples, target)
     if split.startswith("train"):
         return train_entries(cfg.per_kind, cfg.other_per_kind, cfg.seed, cfg.train_samples,
                              target, layout)
