@@ -17,6 +17,7 @@ from tvm_ffi import structural_hash
 from metatune.workloads import Workload
 from tuner.engine.intrinsics import load_tensor_intrinsics
 from tuner.engine.targets import resolve_target
+from tuner.search import transfer_sources
 from tuner.search.transfer import (
     DatabaseSource,
     DatasetSource,
@@ -116,8 +117,13 @@ def test_other_shape_replay_applies_or_drops_cleanly(stored, target):
     assert len(cands) <= 5 and len({structural_hash(c.sch.mod) for c in cands}) == len(cands)
     assert out.origins[0][1] == out.nearest[0][1]  # the nearest workload's first
     assert [rank for _, _, rank in out.origins[:2]] == [0, 1]  # its best first
+    assert out.replay.refitted > 0  # tiles of 14 do not all divide 28
     # the schedule is the big conv's: it builds
     tvm.compile(cands[0].sch.mod, target=target)
+    plain = Transferred()  # TVM's own fallback for the tiles instead
+    assert transfer_candidates(_mod(CONV_BIG), target, [DatabaseSource(stored)], k=2,
+                               refit=False, out=plain)
+    assert plain.replay.refitted == 0
     # a trace of another kind fails on a block it names and is dropped, not raised
     dense = DatabaseSource(stored).workloads(signature(_mod(DENSE)).kind)[0]
     stats = ReplayStats()
@@ -138,14 +144,19 @@ def test_dataset_split_read(stored, tmp_path, target):
     for name in ("database_workload.json", "database_tuning_record.json"):
         with open(tmp_path / "w" / name, "rb") as f, gzip.open(split / f"{name}.gz", "wb") as g:
             shutil.copyfileobj(f, g)
-    source = DatasetSource(str(split), per_workload=4)
-    kinds = source.by_kind()
-    assert len(kinds) == 2 and sum(len(v) for v in kinds.values()) == 3
-    conv = next(w for w in kinds[signature(_mod(CONV)).kind]
-                if w.signature == signature(_mod(CONV)))
-    assert conv.seconds == pytest.approx([1e-3, 2e-3, 3e-3, 4e-3])
-    cands = transfer_candidates(_mod(CONV), target, [source], k=2)
-    assert len(cands) == 2
+    cache = tmp_path / "cache"
+    for fresh_process in (False, True):  # read the split, then its index in the cache
+        if fresh_process:
+            transfer_sources._SPLITS.clear()
+            assert len(os.listdir(cache)) == 1
+        source = DatasetSource(str(split), per_workload=4, cache_dir=str(cache))
+        kinds = source.by_kind()
+        assert len(kinds) == 2 and sum(len(v) for v in kinds.values()) == 3
+        conv = next(w for w in kinds[signature(_mod(CONV)).kind]
+                    if w.signature == signature(_mod(CONV)))
+        assert conv.seconds == pytest.approx([1e-3, 2e-3, 3e-3, 4e-3])
+        cands = transfer_candidates(_mod(CONV), target, [source], k=2)
+        assert len(cands) == 2
 
 
 def test_scan_line_agrees_with_json():

@@ -116,7 +116,7 @@ def task_postprocs(task_mod, target) -> list:
 
 def transfer_candidates(task_mod, target, sources: list, k: int = 8, *, postprocs=None,
                         workloads: int = 4, per_workload: int = 4,
-                        max_distance: float = math.inf,
+                        max_distance: float = math.inf, refit: bool = True,
                         out: Transferred | None = None) -> list:
     """Candidates for a task replayed from the best schedules of its nearest workloads.
 
@@ -131,6 +131,8 @@ def transfer_candidates(task_mod, target, sources: list, k: int = 8, *, postproc
         workloads: Nearest workloads looked at.
         per_workload: At most this many candidates from one workload.
         max_distance: Workloads farther than this are not used.
+        refit: Re-decide the tilings that no longer divide as the nearest perfect tiling
+            (``False``: TVM's own fallback; see :mod:`tuner.search.transfer_replay`).
         out: Filled with what was done (:class:`Transferred`).
 
     Returns:
@@ -157,7 +159,7 @@ def transfer_candidates(task_mod, target, sources: list, k: int = 8, *, postproc
             trace = w.traces(rank)
             if trace is None:
                 continue
-            sch = replay_onto(trace, task_mod, postprocs, out.replay)
+            sch = replay_onto(trace, task_mod, postprocs, out.replay, refit)
             if sch is None:
                 continue
             h = structural_hash(sch.mod)
@@ -221,7 +223,7 @@ def with_transfer(search, *, sources: list | None = None, candidates: list | Non
         k: Candidates to look for per task (default: ``share`` of the round).
         tally: Counts over the tasks, filled as they run (pass one to read them).
         options: More keyword arguments of :func:`transfer_candidates` (``workloads``,
-            ``per_workload``, ``max_distance``).
+            ``per_workload``, ``max_distance``, ``refit``).
 
     Returns:
         The wrapped search (a ``NoRepeatSearch`` again if ``search`` was one).

@@ -92,7 +92,8 @@ class ReplayStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None):
+def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None,
+                refit: bool = True):
     """Apply ``trace`` (measured on another workload of the same kind) to ``mod``.
 
     Args:
@@ -101,6 +102,8 @@ def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None):
         postprocs: The task's postprocessors (its space generator's), already initialized
             with a tune context.
         stats: Counts to add this replay to.
+        refit: Re-decide tilings that no longer fit as the nearest perfect tiling
+            (:func:`refit_tiles`); ``False``: leave them to TVM's own fallback.
 
     Returns:
         The postprocessed ``tvm.s_tir.Schedule``, or ``None`` when an instruction failed or
@@ -114,7 +117,7 @@ def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None):
     refitted = [False]
 
     def decide(inst, inputs, attrs, decision):
-        if inst.kind.name != "SamplePerfectTile" or decision is None:
+        if not refit or inst.kind.name != "SamplePerfectTile" or decision is None:
             return decision
         extent = getattr(sch.get(inputs[0]), "extent", None)
         if not hasattr(extent, "value"):

@@ -7,7 +7,10 @@ measured records) indexed by kind (:meth:`DatasetSource.by_kind`). Two kinds of 
   gzipped MetaSchedule JSON databases, :mod:`metatune.records`). It is read once per process
   (on first use) and only the best ``per_workload`` records of each workload are kept: the
   record file is scanned for each line's workload and run time, and only the kept lines
-  are parsed whole. A split that is missing or unreadable is skipped with one warning.
+  are parsed whole (when their traces are wanted). With a ``cache_dir`` (``work/cache``
+  from :func:`dataset_sources`) what was kept is written to an index there
+  (:mod:`tuner.search.transfer_cache`) that later processes read instead. A split that is
+  missing or unreadable is skipped with one warning.
 - :class:`DatabaseSource`: any MetaSchedule ``Database`` (the tuning memory, a work dir's),
   read when first used.
 
@@ -27,10 +30,11 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
-from metatune.config import repo_path
+from metatune.config import DEFAULT_CACHE_DIR, repo_path
 from metatune.dataset import dataset_layout
 from metatune.records import RECORD_FILE, measured_seconds, read_workload_json
 from tuner.engine.platforms import dataset_kind, platform_id
+from tuner.search.transfer_cache import index_path, load_index, save_index
 from tuner.search.transfer_similarity import Signature, signature
 
 logger = logging.getLogger(__name__)
@@ -146,19 +150,22 @@ def best_record_lines(split_dir: str, per_workload: int) -> tuple[dict[int, list
 
 
 class _Traces:
-    """The traces of a dataset workload's kept records, parsed and replayed on it when first
-    asked (``None`` for one that does not)."""
+    """The traces of a dataset workload's kept records: the workload is decoded, and a
+    record parsed and replayed on it, when first asked (``None`` for one that does not)."""
 
-    def __init__(self, workload, lines: list[bytes]) -> None:
-        self.workload = workload
+    def __init__(self, entry: list, lines: list[bytes], workload=None) -> None:
+        self.entry = entry
         self.lines = lines
+        self.workload = workload
         self.cache: dict[int, object] = {}
 
     def __call__(self, i: int):
         if i not in self.cache:
-            from tvm.s_tir.meta_schedule.database import TuningRecord
+            from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
             try:
+                if self.workload is None:
+                    self.workload = Workload.from_json(self.entry)
                 raw = json.loads(zlib.decompress(self.lines[i]))[1]
                 self.cache[i] = TuningRecord.from_json(raw, self.workload).trace
             except Exception as err:  # noqa: BLE001 - corrupt, or a record of another TVM
@@ -185,20 +192,40 @@ def _stamp(split_dir: str) -> tuple:
                         for n in os.listdir(split_dir)))
 
 
-def read_split(split_dir: str, per_workload: int = PER_WORKLOAD) -> list[SourceWorkload]:
-    """The workloads of one dataset split with their best records (cached per process).
+def read_split(split_dir: str, per_workload: int = PER_WORKLOAD,
+               cache_dir: str | None = None) -> list[SourceWorkload]:
+    """The workloads of one dataset split with their best records (cached per process, and
+    in ``cache_dir`` when given: :mod:`tuner.search.transfer_cache`).
 
     A split that is missing or cannot be read is skipped with one warning (``[]``).
     """
-    from tvm.s_tir.meta_schedule.database import Workload
-
     try:
         key = (os.path.realpath(split_dir), per_workload, _stamp(split_dir))
     except OSError as err:
         _warn_once(split_dir, f"cannot be read: {err.strerror or err}")
         return []
-    if key in _SPLITS:
-        return _SPLITS[key]
+    if key not in _SPLITS:
+        path = index_path(cache_dir, split_dir, per_workload) if cache_dir else None
+        index = load_index(path) if path else None
+        if index is None:
+            index = _index_split(split_dir, per_workload)
+            if path and index:
+                save_index(path, index)
+        _SPLITS[key] = [SourceWorkload(
+            label=f"{split_dir}:{w['label']}",
+            signature=Signature(tuple(tuple(b) for b in w["kind"]), tuple(w["extents"])),
+            seconds=list(w["seconds"]), traces=_Traces(w["workload"], w["lines"],
+                                                       w.get("decoded")),
+            shash=w["shash"]) for w in index]
+    return _SPLITS[key]
+
+
+def _index_split(split_dir: str, per_workload: int) -> list[dict]:
+    """Read a split for transfer: per workload with a valid record, its name, hash,
+    signature, the best ``per_workload`` run times and record lines, its database entry
+    (as :func:`tuner.search.transfer_cache.save_index` takes them)."""
+    from tvm.s_tir.meta_schedule.database import Workload
+
     names = {}
     try:
         with open(os.path.join(split_dir, "meta.json"), encoding="utf-8") as f:
@@ -210,7 +237,6 @@ def read_split(split_dir: str, per_workload: int = PER_WORKLOAD) -> list[SourceW
         best, corrupt = best_record_lines(split_dir, per_workload)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
         _warn_once(split_dir, f"not a readable MetaSchedule database: {err}")
-        _SPLITS[key] = []
         return []
     out, bad = [], 0
     for index, entry in enumerate(entries):
@@ -223,17 +249,16 @@ def read_split(split_dir: str, per_workload: int = PER_WORKLOAD) -> list[SourceW
             bad += 1
             continue
         shash = str(entry[0])
-        out.append(SourceWorkload(
-            label=f"{split_dir}:{names.get(shash, shash)}", signature=sig,
-            seconds=[s for s, _ in best[index]],
-            traces=_Traces(workload, [line for _, line in best[index]]), shash=shash))
+        out.append({"label": names.get(shash, shash), "shash": shash,
+                    "kind": [list(b) for b in sig.kind], "extents": list(sig.extents),
+                    "seconds": [t for t, _ in best[index]], "workload": entry,
+                    "lines": [line for _, line in best[index]], "decoded": workload})
     if corrupt or bad:
         logger.warning("schedule transfer: %s: %d corrupt record lines and %d unreadable "
                        "workloads skipped", split_dir, corrupt, bad)
         _WARNED.add(split_dir)
     if not out and (best or entries):
         _warn_once(split_dir, "no workload with a valid measurement could be read")
-    _SPLITS[key] = out
     return out
 
 
@@ -243,15 +268,18 @@ class DatasetSource(_Source):
     Args:
         split_dir: ``data/<platform>/<split>``.
         per_workload: Best records kept per workload.
+        cache_dir: Where its index is kept between processes (``None``: nowhere).
     """
 
-    def __init__(self, split_dir: str, per_workload: int = PER_WORKLOAD) -> None:
+    def __init__(self, split_dir: str, per_workload: int = PER_WORKLOAD,
+                 cache_dir: str | None = None) -> None:
         self.split_dir = split_dir
         self.label = split_dir
         self.per_workload = int(per_workload)
+        self.cache_dir = cache_dir
 
     def _load(self) -> list[SourceWorkload]:
-        return read_split(self.split_dir, self.per_workload)
+        return read_split(self.split_dir, self.per_workload, self.cache_dir)
 
 
 class DatabaseSource(_Source):
@@ -302,7 +330,8 @@ def _splits(platform_dir: str) -> list[str]:
 
 
 def dataset_sources(target, layout: str | None = None, data_root: str | None = None,
-                    per_workload: int = PER_WORKLOAD) -> list[DatasetSource]:
+                    per_workload: int = PER_WORKLOAD,
+                    cache_dir: str | None = DEFAULT_CACHE_DIR) -> list[DatasetSource]:
     """The dataset splits a target transfers schedules from (see the module docstring).
 
     Args:
@@ -310,6 +339,8 @@ def dataset_sources(target, layout: str | None = None, data_root: str | None = N
         layout: The run's data layout (``NHWC``, ``NCHW``; ``None``: any).
         data_root: The folder of the datasets (default: the repository's ``data/``).
         per_workload: Best records kept per workload.
+        cache_dir: Where the splits' indexes are kept between processes (default
+            ``work/cache``; ``None``: nowhere, each process reads the splits again).
 
     Returns:
         One :class:`DatasetSource` per split, nothing read yet.
@@ -330,4 +361,4 @@ def dataset_sources(target, layout: str | None = None, data_root: str | None = N
     if layout:
         matching = [s for s in splits if dataset_layout(s) == layout]
         splits = matching or splits
-    return [DatasetSource(s, per_workload) for s in splits]
+    return [DatasetSource(s, per_workload, cache_dir) for s in splits]
