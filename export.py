@@ -41,7 +41,7 @@ def parse_args(argv: list[str]):
                    help="time the artifact (the work dir's evaluate.repeat windows of "
                    "evaluate.min_repeat_ms) and record it in the manifest")
     p.add_argument("--runner", choices=("local", "rpc"),
-                   help="where --time runs it (default: where the work dir was measured)")
+                   help="where --time runs it (default: where tune.py timed the work dir)")
     p.add_argument("--tracker", help="HOST:PORT of the RPC tracker (default: the work dir's)")
     p.add_argument("--key", help="RPC device key (default: the work dir's)")
     args = p.parse_args(argv)

@@ -51,12 +51,29 @@ def test_missing_tracker_and_key_are_one_line(farm):
                       connect_timeout_sec=1)
 
 
-def test_tunes_through_two_servers(farm, tmp_path):
+def test_tunes_through_two_servers_and_times_the_network_there(farm, tmp_path, capsys):
+    """The records reach the database; then (issue 62) the network is built for the
+    target, uploaded to a server, checked and timed there in the evaluation's windows
+    (``evaluate.runner`` null: where tuning measured); the PyTorch columns, which would run
+    here, are absent, and the report says where it timed."""
+    from tuner.engine.remote import rpc_where
+
     rpc = farm.rpc
-    report = run_tune(load_tune_config(overrides=_overrides(tmp_path, rpc, 16)))
+    overrides = [o for o in _overrides(tmp_path, rpc, 16) if not o.startswith("evaluate.")]
+    report = run_tune(load_tune_config(overrides=[
+        *overrides, "evaluate.repeat=4", "evaluate.rounds=2", "evaluate.min_repeat_ms=10",
+        "evaluate.untuned_repeat=2"]))
     records = _records(tmp_path)
     assert report["trials_run"] == len(records) >= 8
     assert all(r.valid for r in records)
+    timing, latency = report["timing"], report["latency_ms"]
+    assert timing["where"] == rpc_where(rpc) and timing["windows"] == 4
+    assert len(report["latency_windows_ms"]["tuned"]) == 4
+    assert latency["tuned"] > 0 and latency["untuned"] > 0
+    assert latency["torch"] is None and "torch" not in report["latency_windows_ms"]
+    assert report["check_error"] < 1e-4  # the server's output, copied back
+    printed = capsys.readouterr().out
+    assert f"on {rpc_where(rpc)}" in printed and "RPC server's" in printed
 
 
 @pytest.mark.slow
@@ -103,6 +120,37 @@ def test_farm_leaves_no_process_behind():
     while any(alive(c) for c in children) and time.time() < deadline:
         time.sleep(0.1)
     assert not [c.pid for c in children if alive(c)], "workers outlived the farm"
+
+
+def test_timing_on_rpc_without_a_tracker_stops_before_the_work_dir(tmp_path, capsys):
+    import tune
+
+    work = tmp_path / "w"
+    code = tune.main(["--model", "tests.models:tiny_convnet", "--input-shape", "8,16,16",
+                      "evaluate.runner=rpc", f"runner.rpc.tracker_port={free_port()}",
+                      "--work-dir", str(work), "--preset", "xgb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("error: no RPC tracker answers")
+    assert not work.exists()
+
+
+@pytest.mark.parametrize("runner, words", [
+    (["--runner", "local"], "runner.kind=rpc"),
+    (["--runner", "rpc", "evaluate.runner=local"], "evaluate.runner=rpc or null"),
+])
+def test_a_cross_target_is_not_run_here(tmp_path, capsys, runner, words):
+    """A target of another CPU triple (an RPC device's) is measured and timed there only."""
+    import json
+
+    import tune
+
+    target = json.dumps({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"})
+    code = tune.main(["--model", "tests.models:tiny_convnet", "--input-shape", "8,16,16",
+                      "--target", target, *runner, "--work-dir", str(tmp_path / "w"),
+                      "--preset", "xgb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "aarch64-linux-gnu" in err[-1] and words in err[-1], err
+    assert not (tmp_path / "w").exists()
 
 
 def test_tune_without_a_tracker_stops_before_the_work_dir(tmp_path, capsys):

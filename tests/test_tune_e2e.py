@@ -59,7 +59,7 @@ def test_tuned_network_is_correct_and_timed_beside_pytorch(tuned):
     assert lat["tuned"] > 0 and lat["untuned"] > 0 and lat["torch"] > 0
     # tuned and PyTorch timed side by side: 5 windows each, over the default 5 rounds
     assert report["timing"] == {"rounds": 5, "windows": 5, "min_window_ms": 20,
-                                "order": "alternating", "warm_call": True}
+                                "order": "alternating", "warm_call": True, "where": "local"}
     windows = report["latency_windows_ms"]
     assert set(windows) == {"tuned", "torch"} and all(len(w) == 5 for w in windows.values())
 

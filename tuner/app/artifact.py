@@ -99,6 +99,34 @@ def signature(relax_mod) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bo
     return inputs, outputs, output_tuple
 
 
+def export_library(executable, directory: str, *, cross: bool = False,
+                   cross_cc: str | None = None) -> str:
+    """Write the ``relax.build`` result into ``directory`` as the library a device loads:
+    ``model.so``, or for a cross target without a cross compiler ``model.tar`` (the object
+    files, linked by ``tvm.runtime.load_module`` on the device).
+
+    Args:
+        executable: The ``relax.build`` result (``tvm.runtime.Executable``).
+        directory: An existing directory.
+        cross: The target is not this machine's triple
+            (:func:`tuner.engine.targets.is_cross`).
+        cross_cc: A cross compiler (e.g. ``aarch64-linux-gnu-g++``) that links ``model.so``
+            for a cross target.
+
+    Returns:
+        The library's path.
+    """
+    name = CROSS_LIBRARY_FILE if cross and not cross_cc else LIBRARY_FILE
+    kwargs = {}
+    if cross and cross_cc:
+        from tvm.support import cc
+
+        kwargs["fcompile"] = cc.cross_compiler(cross_cc)
+    library = os.path.join(directory, name)
+    executable.export_library(library, **kwargs)
+    return library
+
+
 def write_artifact(out: str, executable, manifest: dict[str, Any], *, overwrite: bool,
                    cross_cc: str | None = None, cross: bool = False,
                    verify: Callable[[str], float | None] | None = None) -> str:
@@ -133,14 +161,8 @@ def write_artifact(out: str, executable, manifest: dict[str, Any], *, overwrite:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        name = CROSS_LIBRARY_FILE if cross and not cross_cc else LIBRARY_FILE
-        kwargs = {}
-        if cross and cross_cc:
-            from tvm.support import cc
-
-            kwargs["fcompile"] = cc.cross_compiler(cross_cc)
-        library = os.path.join(tmp, name)
-        executable.export_library(library, **kwargs)
+        library = export_library(executable, tmp, cross=cross, cross_cc=cross_cc)
+        name = os.path.basename(library)
         manifest = {**manifest, "library": name}
         if verify is not None:
             manifest["check_error"] = verify(library)

@@ -1,9 +1,10 @@
 """Time an exported artifact where it will run: here, or on a server behind a TVM RPC tracker.
 
 Over RPC the library is uploaded and loaded by the server (a cross target's ``model.tar``
-is linked there), and the VM is timed through its stateful API (``set_input`` then
-``invoke_stateful``: a function that returns a tuple cannot be timed over RPC directly).
-Only ``tvm`` and numpy are used, as on the device.
+is linked there) and timed there (:class:`tuner.engine.remote.RemoteNetwork`); here, the
+same stateful VM calls are timed (:func:`tuner.engine.remote.stateful_timer`). Only
+``tvm`` and numpy are used, as on the device. ``tune.py``'s evaluation with
+``evaluate.runner=rpc`` loads its build on the device the same way (:func:`loaded_on`).
 """
 
 from __future__ import annotations
@@ -12,54 +13,27 @@ import json
 import logging
 import os
 import statistics
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
-from metatune.errors import ConfigError, RunnerUnavailableError, one_line
+from metatune.errors import ConfigError
 from metatune.files import write_json_atomic
-from tuner.app.artifact import FUNCTION, MANIFEST_FILE
+from tuner.app.artifact import FUNCTION, MANIFEST_FILE, export_library
+from tuner.engine.remote import RemoteNetwork, stateful_timer
 from tuner.engine.rpc import RPCSettings
 
 logger = logging.getLogger("metatune")
 
 
-def _inputs(manifest: dict[str, Any], dev) -> list:
-    """Reproducible random inputs of the manifest's shapes and dtypes, on ``dev``."""
-    import tvm
-
+def _inputs(manifest: dict[str, Any]) -> list[np.ndarray]:
+    """Reproducible random inputs of the manifest's shapes and dtypes."""
     rng = np.random.default_rng(0)
-    return [tvm.runtime.tensor(rng.standard_normal(i["shape"]).astype(i["dtype"]), dev)
-            for i in manifest["inputs"]]
-
-
-def _remote_vm(path: str, manifest: dict[str, Any], rpc: RPCSettings):
-    """Upload the library to a server under ``rpc.key`` and load it there: ``(vm, dev)``.
-
-    Raises:
-        RunnerUnavailableError: No tracker, no server, or the server cannot load it.
-    """
-    import tvm
-    from tvm import rpc as tvm_rpc
-
-    where = f"key {rpc.key!r} of the tracker {rpc.tracker_host}:{rpc.tracker_port}"
-    try:
-        tracker = tvm_rpc.connect_tracker(rpc.tracker_host, rpc.tracker_port)
-        remote = tracker.request(rpc.key, priority=1,
-                                 session_timeout=int(rpc.session_timeout_sec) or 60)
-    except Exception as err:  # TVM raises its own types (and TimeoutError) here
-        raise RunnerUnavailableError(f"no RPC server to time the artifact on ({where}: "
-                                     f"{one_line(err, 160)}); start a tracker and a server "
-                                     "(README: Measuring on other machines)") from err
-    try:
-        remote.upload(os.path.join(path, manifest["library"]))
-        lib = remote.load_module(manifest["library"])
-        dev = remote.device(manifest["device"], 0)
-        return tvm.runtime.vm.VirtualMachine(lib, dev), dev
-    except Exception as err:  # the server's own errors come back as TVM errors
-        raise RunnerUnavailableError(f"the RPC server ({where}) cannot load the artifact "
-                                     f"({one_line(err, 200)})") from err
+    return [rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in manifest["inputs"]]
 
 
 def time_artifact(path: str, *, rpc: RPCSettings | None = None, repeat: int = 10,
@@ -83,31 +57,59 @@ def time_artifact(path: str, *, rpc: RPCSettings | None = None, repeat: int = 10
 
     with open(os.path.join(path, MANIFEST_FILE), encoding="utf-8") as f:
         manifest = json.load(f)
+    library = os.path.join(path, manifest["library"])
     if rpc is None:
         dev = tvm.device(manifest["device"], 0)
-        lib = tvm.runtime.load_module(os.path.join(path, manifest["library"]))
-        vm, where = tvm.runtime.vm.VirtualMachine(lib, dev), "local"
+        vm = tvm.runtime.vm.VirtualMachine(tvm.runtime.load_module(library), dev)
+        inputs = [tvm.runtime.tensor(a, dev) for a in _inputs(manifest)]
+        timer, where = stateful_timer(vm, dev, inputs, FUNCTION), "local"
     else:
-        vm, dev = _remote_vm(path, manifest, rpc)
-        where = f"rpc {rpc.key}@{rpc.tracker_host}:{rpc.tracker_port}"
-    vm.set_input(FUNCTION, *_inputs(manifest, dev))
-    timer = vm.time_evaluator("invoke_stateful", dev, number=1, repeat=repeat,
-                              min_repeat_ms=min_repeat_ms)
-    runs = [r * 1e3 for r in timer(FUNCTION).results]
+        remote = RemoteNetwork(library, manifest["device"], rpc)
+        timer, where = remote.timer(*_inputs(manifest)), remote.where
+    runs = timer(repeat, min_repeat_ms)
     return {"where": where, "median_ms": statistics.median(runs), "runs_ms": runs,
             "min_repeat_ms": min_repeat_ms}
 
 
+@contextmanager
+def loaded_on(rpc: RPCSettings, device_type: str, *, cross: bool) -> Iterator:
+    """A loader of ``relax.build`` results onto a server of ``rpc``: each is written as an
+    artifact's library would be (:func:`tuner.app.artifact.export_library`, ``model.tar``
+    for a cross target) into a temporary directory, uploaded and loaded there.
+
+    Yields:
+        ``load(executable) -> RemoteNetwork``.
+
+    Raises:
+        RunnerUnavailableError: (from ``load``) no server, or it cannot load the library.
+    """
+    with tempfile.TemporaryDirectory(prefix="metatune-rpc-") as tmp:
+        count = 0
+
+        def load(executable) -> RemoteNetwork:
+            nonlocal count
+            count += 1
+            directory = os.path.join(tmp, str(count))
+            os.makedirs(directory)
+            return RemoteNetwork(export_library(executable, directory, cross=cross),
+                                 device_type, rpc)
+
+        yield load
+
+
 def timing_settings(config: dict[str, Any], runner: str | None,
                     rpc: dict | None) -> RPCSettings | None:
-    """Where to time the artifact: ``None`` here, else the RPC settings (the work dir's
-    ``runner``, with ``runner`` and ``rpc`` replacing its kind and settings).
+    """Where to time the artifact: ``None`` here, else the RPC settings. ``runner``
+    ``None`` times it where ``tune.py`` timed the work dir's network (its
+    ``evaluate.runner``, else its ``runner.kind``); ``rpc`` replaces settings of its
+    ``runner.rpc``.
 
     Raises:
         ConfigError: An unknown runner, or bad RPC settings.
     """
     runner_cfg = config.get("runner") or {}
-    kind = str(runner or runner_cfg.get("kind") or "local").lower()
+    timed = (config.get("evaluate") or {}).get("runner")
+    kind = str(runner or timed or runner_cfg.get("kind") or "local").lower()
     if kind not in ("local", "rpc"):
         raise ConfigError(f"--runner {kind!r}: choose local or rpc")
     if kind == "local":

@@ -109,15 +109,28 @@ class EvaluateConfig:
     untuned_repeat: int = 3
     torch: bool = True
     torch_compile: bool = False
+    # Where the network is run and timed: ``local`` (here) or ``rpc`` (uploaded to a server
+    # of ``runner.rpc``); ``None``: where tuning measured (``runner.kind``).
+    runner: Optional[str] = None
 
     def __post_init__(self) -> None:
         """Check the timing settings.
 
         Raises:
-            ConfigError: ``repeat``, ``rounds`` or ``untuned_repeat`` is not positive.
+            ConfigError: ``repeat``, ``rounds`` or ``untuned_repeat`` is not positive, or an
+                unknown ``runner``.
         """
         for key in ("repeat", "rounds", "untuned_repeat"):
             _positive(f"evaluate.{key}", getattr(self, key))
+        if self.runner is not None:
+            self.runner = str(self.runner).lower()
+            if self.runner not in RUNNERS:
+                raise ConfigError(f"evaluate.runner={self.runner!r}: choose one of "
+                                  f"{', '.join(RUNNERS)}, or null (where tuning measured)")
+
+    def where(self, runner: RunnerConfig) -> str:
+        """Where the network is timed: ``runner`` (this setting), else ``runner.kind``."""
+        return self.runner or runner.kind
 
 
 #: The paper's framework names: preset -> the settings it stands for. Presets keep the

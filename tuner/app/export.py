@@ -31,6 +31,7 @@ from tuner.app.artifact import (
     write_artifact,
 )
 from tuner.engine.database import RECORD_FILE
+from tuner.engine.targets import is_cross, runs_here
 from tuner.engine.tasks import Lowering
 
 logger = logging.getLogger("metatune")
@@ -55,8 +56,8 @@ class ExportConfig:
             for a target this machine does not run (else ``model.tar`` is written).
         time: Time the written artifact (:mod:`tuner.app.artifact_timing`) and record it in
             the manifest (``timing``).
-        runner: Where to time it: ``local`` or ``rpc`` (``None``: where the work dir was
-            measured, its ``runner.kind``).
+        runner: Where to time it: ``local`` or ``rpc`` (``None``: where ``tune.py`` timed
+            the work dir's network, its ``evaluate.runner``, else its ``runner.kind``).
         rpc: ``runner.rpc`` settings to replace the work dir's (e.g. ``{"key": "pi"}``).
     """
 
@@ -149,32 +150,6 @@ def build_target(config: dict[str, Any], work_dir: str):
     return Target(spec), "cpu" if kind == "llvm" else kind
 
 
-def runs_here(target, device_type: str) -> bool:
-    """Whether the library built for ``target`` can run on this machine (same CPU triple
-    and model, or the GPU present)."""
-    import tvm
-    from tvm.target import codegen
-
-    if device_type != "cpu":
-        return bool(tvm.device(device_type, 0).exist)
-    attrs = target.attrs
-    triple = str(attrs.get("mtriple") or "") or None
-    if triple and triple != str(codegen.llvm_get_system_triple()):
-        return False
-    mcpu = attrs.get("mcpu")
-    return not mcpu or str(mcpu) == str(codegen.llvm_get_system_cpu())
-
-
-def is_cross(target) -> bool:
-    """Whether ``target`` is a CPU of another triple (its library cannot be linked here)."""
-    from tvm.target import codegen
-
-    if target.kind.name != "llvm":
-        return False
-    triple = target.attrs.get("mtriple")
-    return bool(triple) and str(triple) != str(codegen.llvm_get_system_triple())
-
-
 def provenance(work_dir: str, report: dict[str, Any], settings: dict[str, Any],
                records: int) -> dict[str, Any]:
     """Where the artifact's schedules and weights come from, and where it was made."""
@@ -224,12 +199,12 @@ def _check_library(library: str, network, device_type: str, rtol: float) -> floa
     """
     import tvm
 
-    from tuner.engine.evaluate import _to_numpy, check_output
+    from tuner.engine.evaluate import check_output, first_output
 
     dev = tvm.device(device_type, 0)
     vm = tvm.runtime.vm.VirtualMachine(tvm.runtime.load_module(library), dev)
     x = network.example_input()
-    out = _to_numpy(vm[FUNCTION](tvm.runtime.tensor(x, dev)))
+    out = first_output(vm[FUNCTION](tvm.runtime.tensor(x, dev)))
     return check_output(out, network.reference(x), rtol)
 
 

@@ -65,7 +65,9 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
         tuner.models.cost_model.CheckpointError: A MetaTune checkpoint (or one of
             ``metatune.ensemble``) is missing or unloadable.
         ConfigError: No checkpoint named, and none of the target's kind ships.
-        RunnerUnavailableError: ``runner.kind=rpc`` without a tracker or a server under the key.
+        RunnerUnavailableError: ``runner.kind=rpc`` (or ``evaluate.runner=rpc``) without a
+            tracker or a server under the key.
+        ConfigError: A target of another CPU triple measured or timed here.
         DeviceUnavailableError: ``device`` names a GPU torch does not see.
     """
     from tuner.engine.networks import builtin_module
@@ -86,8 +88,30 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
         for checkpoint in [named.checkpoint, *named.ensemble]:
             load_net(checkpoint, graph=m.graph)
     resolve_device(cfg.device)
-    if cfg.runner.kind == "rpc":
+    timed = cfg.evaluate.where(cfg.runner) if cfg.evaluate.enabled else None
+    _check_cross(cfg, target_info, timed)
+    if "rpc" in (cfg.runner.kind, timed):
         check_tracker(cfg.runner.rpc)
+
+
+def _check_cross(cfg: TuneConfig, target_info, timed: str | None) -> None:
+    """Refuse to run here what is built for another CPU triple (``mtriple``): its
+    candidates and its network run on the device, over RPC.
+
+    Raises:
+        ConfigError: ``runner.kind`` or the evaluation (``timed``) is local.
+    """
+    from tuner.engine.targets import is_cross
+
+    if not is_cross(target_info.target):
+        return
+    triple = target_info.target.attrs.get("mtriple")
+    if cfg.runner.kind == "local":
+        raise ConfigError(f"--target is for {triple}, which this machine does not run: "
+                          "measure on the device (runner.kind=rpc, a server there)")
+    if timed == "local":
+        raise ConfigError(f"evaluate.runner=local with a target for {triple}: time it on the "
+                          "device (evaluate.runner=rpc or null) or pass evaluate.enabled=false")
 
 
 #: The layout of work dirs whose settings predate the layout's record (the default then).

@@ -95,10 +95,13 @@ def format_report(report: dict[str, Any]) -> str:
     """The human-readable summary printed at the end of ``tune.py``."""
     lat = report.get("latency_ms", {})
     tuned, untuned, torch_ms = lat.get("tuned"), lat.get("untuned"), lat.get("torch")
+    timing = report.get("timing")
+    where = (timing or {}).get("where", "local")  # "rpc <key>@<tracker>": timed on a server
     rows = [
         ("network", report["network"]),
         ("target", report["target"]),
-        ("threads (TVM / PyTorch)", _threads(report.get("runtime"))),
+        ("threads (TVM / PyTorch)", _threads(report.get("runtime")) if where == "local"
+         else "the RPC server's (its TVM_NUM_THREADS)"),
         ("cost model / search", f"{report['cost_model']} / {report['search']}"
          + (f"  (preset {report['preset']})" if report.get("preset") else "")
          + (f", on {report['model_device']}" if report.get("model_device") else "")),
@@ -115,12 +118,12 @@ def format_report(report: dict[str, Any]) -> str:
     ]
     if lat.get("torch_compile"):
         rows.append(("latency torch.compile", _ms(lat["torch_compile"])))
-    timing = report.get("timing")
     if timing and tuned:
         alone = not (torch_ms or lat.get("torch_compile"))
         rows.append(("latency timing", f"median of {timing['windows']} windows of >= "
                      f"{timing['min_window_ms']} ms each, over {timing['rounds']} rounds"
-                     + ("" if alone else " alternating the runtimes")))
+                     + ("" if alone else " alternating the runtimes")
+                     + ("" if where == "local" else f", on {where}")))
     rounds = report.get("rounds") or {}
     if rounds.get("rounds"):
         rows.append(("time in search / measurement / model update",

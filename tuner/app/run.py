@@ -10,6 +10,7 @@ from typing import Any
 from metatune.config import repo_path
 from metatune.errors import register_ffi_errors
 from tuner.app.artifact import check_out_path
+from tuner.app.artifact_timing import loaded_on
 from tuner.app.checkpoints import checkpoint_note
 from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
 from tuner.app.export import export_run
@@ -17,10 +18,12 @@ from tuner.app.preflight import check_inputs, check_resume, with_model_sources
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
 from tuner.engine.database import open_database
-from tuner.engine.evaluate import check_output, compile_network, compile_untuned
+from tuner.engine.evaluate import CompiledNetwork, build_network, build_untuned, check_output
 from tuner.engine.networks import load_network
+from tuner.engine.remote import rpc_where
+from tuner.engine.rpc import RPCSettings
 from tuner.engine.runtime import runtime_info
-from tuner.engine.targets import resolve_target
+from tuner.engine.targets import is_cross, resolve_target
 from tuner.engine.tasks import Lowering, extract_tasks, format_task_table
 from tuner.engine.timing import interleaved, torch_timer
 from tuner.engine.workdir_lock import claimed_work_dir
@@ -122,9 +125,10 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str, network, tasks
                           outcome=outcome, database=database, work_dir=work_dir)
     write_report(work_dir, report)  # the tuning part stands even if evaluation fails
     if cfg.evaluate.enabled:
+        rpc = cfg.runner.rpc if cfg.evaluate.where(cfg.runner) == "rpc" else None
         evaluate_into(report, network=network, target_info=target_info,
                       database=with_predictions(database, work_dir), ecfg=cfg.evaluate,
-                      lowering=lowering)
+                      lowering=lowering, rpc=rpc)
         report["runtime"] = runtime_info(target_info.num_cores)
         write_report(work_dir, report)
     png = plot_curves(work_dir, f"{network.name} on {target_info.description}")
@@ -140,20 +144,36 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str, network, tasks
 
 
 def evaluate_into(report: dict[str, Any], *, network, target_info, database,
-                  ecfg: EvaluateConfig, lowering: Lowering = Lowering()) -> None:
+                  ecfg: EvaluateConfig, lowering: Lowering = Lowering(),
+                  rpc: RPCSettings | None = None) -> None:
     """Compile, check and time the network; fill ``report['latency_ms']`` in place.
 
-    ``lowering`` must be the one the tasks were extracted with.
+    ``lowering`` must be the one the tasks were extracted with. With ``rpc``, each build
+    is uploaded to a server behind that tracker and checked and timed there, in the same
+    windows and rounds (:func:`tuner.app.artifact_timing.loaded_on`); PyTorch, which runs
+    here, is not timed then. ``report['timing']['where']`` says where it was timed.
     """
+    if rpc is None:
+        _evaluate(report, network, target_info, database, ecfg, lowering, "local",
+                  lambda executable: CompiledNetwork(executable, target_info.device_type))
+        return
+    with loaded_on(rpc, target_info.device_type, cross=is_cross(target_info.target)) as load:
+        _evaluate(report, network, target_info, database, ecfg, lowering, rpc_where(rpc), load)
+
+
+def _evaluate(report: dict[str, Any], network, target_info, database, ecfg: EvaluateConfig,
+              lowering: Lowering, where: str, load) -> None:
+    """:func:`evaluate_into` with ``load(executable)`` giving a network to run and time."""
     x = network.example_input()
     start = time.perf_counter()
-    tuned = compile_network(network.relax_mod, target_info.target, database,
-                            target_info.device_type, lowering)
-    logger.info("compiled the tuned network in %.1f s", time.perf_counter() - start)
+    tuned = load(build_network(network.relax_mod, target_info.target, database, lowering))
+    logger.info("compiled and loaded the tuned network in %.1f s (%s)",
+                time.perf_counter() - start, where)
     if ecfg.check:
         report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg.rtol)
     timers = {"tuned": tuned.timer(x)}
-    if ecfg.torch and network.torch_module is not None and target_info.device_type == "cpu":
+    if (ecfg.torch and where == "local" and network.torch_module is not None
+            and target_info.device_type == "cpu"):
         timers["torch"] = torch_timer(network.torch_module, x, target_info.num_cores)
         if ecfg.torch_compile:
             timers["torch_compile"] = torch_timer(network.torch_module, x,
@@ -164,7 +184,7 @@ def evaluate_into(report: dict[str, Any], *, network, target_info, database,
     report["latency_windows_ms"] = {name: lat.runs_ms for name, lat in latency.items()}
     report["timing"] = {"rounds": ecfg.rounds, "windows": len(latency["tuned"].runs_ms),
                         "min_window_ms": ecfg.min_repeat_ms, "order": "alternating",
-                        "warm_call": True}
+                        "warm_call": True, "where": where}
     if ecfg.untuned:  # slow (no schedules at all): timed apart, after the others
-        untuned = compile_untuned(network.relax_mod, target_info.target, target_info.device_type)
+        untuned = load(build_untuned(network.relax_mod, target_info.target))
         report["latency_ms"]["untuned"] = untuned.time(x, ecfg.untuned_repeat, 0).median_ms

@@ -16,11 +16,11 @@ from tuner.engine.timing import Latency, WindowTimer
 logger = logging.getLogger(__name__)
 
 
-def _to_numpy(out) -> np.ndarray:
-    """First output of a VM call as a numpy array."""
+def first_output(out) -> np.ndarray:
+    """First output of a VM call (a tensor or a tuple of them) as a numpy array."""
     if hasattr(out, "numpy"):
         return out.numpy()
-    return _to_numpy(out[0])
+    return first_output(out[0])
 
 
 class CompiledNetwork:
@@ -42,7 +42,7 @@ class CompiledNetwork:
         """Run one inference on ``x`` (a float32 array of the input shape)."""
         import tvm
 
-        return _to_numpy(self.vm["main"](tvm.runtime.tensor(x, self.device)))
+        return first_output(self.vm["main"](tvm.runtime.tensor(x, self.device)))
 
     def time(self, x: np.ndarray, repeat: int, min_repeat_ms: int) -> Latency:
         """Median latency of ``repeat`` timed repeats, each at least ``min_repeat_ms`` long."""
@@ -189,11 +189,17 @@ def build_network(relax_mod, target, database, lowering: Lowering = Lowering(),
 
 
 def compile_untuned(relax_mod, target, device_type: str) -> CompiledNetwork:
-    """Compile with no tuning records: TVM's default schedules everywhere, the floor."""
+    """Compile with no tuning records (:func:`build_untuned`) and load it into a VM."""
+    return CompiledNetwork(build_untuned(relax_mod, target), device_type)
+
+
+def build_untuned(relax_mod, target):
+    """Build with no tuning records: TVM's default schedules everywhere, the floor (the
+    ``relax.VMExecutable``, as :func:`build_network`)."""
     from tvm.s_tir import meta_schedule as ms
 
-    return compile_network(relax_mod, target, ms.database.MemoryDatabase(), device_type,
-                           Lowering(pack_weights=False))
+    return build_network(relax_mod, target, ms.database.MemoryDatabase(),
+                         Lowering(pack_weights=False))
 
 
 def check_output(actual: np.ndarray, expected: np.ndarray, rtol: float) -> float:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from metatune.errors import TargetUnavailableError
 from tuner.engine.runtime import configure_tvm_threads, host_cpus, host_num_cores
 
-__all__ = ["TARGET_CHOICES", "TargetInfo", "host_cpus", "host_num_cores", "resolve_target"]
+__all__ = ["TARGET_CHOICES", "TargetInfo", "host_cpus", "host_num_cores", "is_cross",
+           "resolve_target", "runs_here"]
 
 #: Target names accepted on the command line besides a JSON target dict.
 TARGET_CHOICES = ("llvm", "cuda", "rocm")
@@ -143,3 +144,29 @@ def resolve_target(name: str, num_cores: int | None = None) -> TargetInfo:
     except Exception as err:
         raise TargetUnavailableError(f"could not build a {kind} target: {err}") from err
     return TargetInfo(target, kind, kind, cores, f"{kind} ({dev.device_name})")
+
+
+def runs_here(target, device_type: str) -> bool:
+    """Whether the library built for ``target`` can run on this machine (same CPU triple
+    and model, or the GPU present)."""
+    import tvm
+    from tvm.target import codegen
+
+    if device_type != "cpu":
+        return bool(tvm.device(device_type, 0).exist)
+    attrs = target.attrs
+    triple = str(attrs.get("mtriple") or "") or None
+    if triple and triple != str(codegen.llvm_get_system_triple()):
+        return False
+    mcpu = attrs.get("mcpu")
+    return not mcpu or str(mcpu) == str(codegen.llvm_get_system_cpu())
+
+
+def is_cross(target) -> bool:
+    """Whether ``target`` is a CPU of another triple (its library cannot be linked here)."""
+    from tvm.target import codegen
+
+    if target.kind.name != "llvm":
+        return False
+    triple = target.attrs.get("mtriple")
+    return bool(triple) and str(triple) != str(codegen.llvm_get_system_triple())
