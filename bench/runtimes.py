@@ -61,8 +61,10 @@ def record_path(runs: str, platform: str, network: str, budget: int) -> str:
 
 def tune_work_dir(network: str, budget: int, work_dir: str, extra: list[str]) -> dict:
     """Tune (or resume) ``work_dir`` to ``budget`` trials with ``tune.py`` (its evaluation
-    off: this benchmark times the build itself); the work dir's ``report.json``."""
-    cmd = [sys.executable, os.path.join(REPO, "tune.py"), "--network", network,
+    off: this benchmark times the build itself); the work dir's ``report.json``. A
+    ``module:callable`` ``network`` is passed as ``--model``, a name as ``--network``."""
+    cmd = [sys.executable, os.path.join(REPO, "tune.py"),
+           "--model" if ":" in network else "--network", network,
            "--trials", str(budget), "--work-dir", work_dir, "evaluate.enabled=false",
            "progress=false", "tensorboard=false", *extra]
     print("$", " ".join(cmd[1:]), flush=True)
