@@ -86,18 +86,23 @@ def tune_tasks(tasks: list, overrides: list[str], prefix: str = "bench-") -> Tun
     return Tuned(outcome, rounds, curves, cfg)
 
 
-def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: int,
-                  batch: int, overrides: list[str]) -> dict:
+def tune_one_task(network: str, task_name: str, preset: str | None, seed: int, trials: int,
+                  batch: int, overrides: list[str], layout: str | None = None) -> dict:
     """Tune one task of a built-in network with :func:`tune_tasks`.
 
     Args:
-        network: A built-in network name.
+        network: A built-in network name, or a ``module:callable`` model spec
+            (``tests.models:one_conv``).
         task_name: The task, as ``tune.py`` lists it.
-        preset: A preset name (``xgb``, ``xgb-Xfer``, ``RL``, ``meta-BO``, ``meta-BO-T``, ...).
+        preset: A preset name (``xgb``, ``xgb-Xfer``, ``RL``, ``meta-BO``, ``meta-BO-T``, ...);
+            ``None``: ``tune.py``'s defaults (no preset).
         seed: Tuning seed.
         trials: Trials to measure.
         batch: Trials per round.
         overrides: More tune config overrides.
+        layout: Extract the tasks in this layout (``NHWC``, as ``tune.py`` does by default,
+            or ``NCHW``), recorded as ``layout``; ``None``: the extraction's default, NCHW,
+            the layout the datasets' generated workloads are in.
 
     Returns:
         ``preset``, ``seed``, ``task``, ``best_ms``, ``tuning_seconds``, ``trials``,
@@ -105,25 +110,29 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
         where it ran: ``platform`` (e.g. ``llvm-znver4``), ``target`` (its description),
         ``machine`` (:func:`metatune.provenance.machine_info`), ``runtime`` (TVM and
         PyTorch threads, :func:`tuner.engine.runtime.runtime_info`) and ``code`` (the git
-        commit, :func:`metatune.provenance.code_version`); and what the cost model
-        was trained on: ``checkpoint`` (MetaTune presets) or ``xfer_data`` (xgb-Xfer).
+        commit, :func:`metatune.provenance.code_version`); ``layout`` when given; and
+        what the cost model was trained on: ``checkpoint`` (the MetaTune cost model) or
+        ``xfer_data`` (xgb-Xfer).
     """
     from metatune.provenance import code_version, machine_info
     from tuner.engine.networks import load_network
     from tuner.engine.platforms import platform_id
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
-    from tuner.engine.tasks import extract_tasks
+    from tuner.engine.tasks import Lowering, extract_tasks
 
     info = resolve_target("llvm")
-    tasks = extract_tasks(load_network(network).relax_mod, info.target)
+    net = load_network(model_spec=network) if ":" in network else load_network(network)
+    tasks = extract_tasks(net.relax_mod, info.target,
+                          Lowering() if layout is None else Lowering(layout=layout))
     matching = [t for t in tasks if t.name == task_name]
     if not matching:
         raise SystemExit(f"{network} has no task {task_name!r}; its tasks: "
                          + ", ".join(t.name for t in tasks))
     outcome, rounds, curves, cfg = tune_tasks(matching, [
-        f"preset={preset}", f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}",
-        *overrides], prefix=f"bench-{preset}-")
+        *([f"preset={preset}"] if preset else []), *([f"layout={layout}"] if layout else []),
+        f"trials={trials}", f"trials_per_round={batch}", f"seed={seed}", *overrides],
+        prefix=f"bench-{preset or 'default'}-")
     curve = [[c["trial"], c["task_best_ms"]] for c in curves]
     sources = {"checkpoint": cfg.metatune.checkpoint if cfg.cost_model == "metatune" else None,
                "xfer_data": cfg.xfer.data if cfg.cost_model == "xgb-xfer" else None}
@@ -133,7 +142,7 @@ def tune_one_task(network: str, task_name: str, preset: str, seed: int, trials: 
             "trials": outcome.trials_run, "rounds": rounds, "curve": curve,
             "platform": platform_id(info.target), "target": info.description,
             "machine": machine_info(), "runtime": runtime_info(info.num_cores),
-            "code": code_version(),
+            "code": code_version(), **({"layout": layout} if layout else {}),
             **{k: repo_relative(v) for k, v in {**sources, "ensemble": ensemble}.items() if v}}
 
 

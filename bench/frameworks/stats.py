@@ -26,16 +26,20 @@ def trials_to_reach(curve: list[list[float]], target_ms: float) -> float | None:
     return None
 
 
-def time_curve(run: dict) -> list[list[float]]:
-    """``[[seconds, best_ms]]`` per round: the run's best after each round against its
-    cumulative search + measurement + model-update seconds (the run's tuning time)."""
-    best = {int(t): b for t, b in run["curve"]}
+def round_seconds(run: dict) -> list[tuple[int | None, float]]:
+    """``[(trial, seconds)]`` per round: trials measured by its end, and the run's cumulative
+    search + measurement + model-update seconds by then (the run's tuning time)."""
     out, seconds = [], 0.0
     for r in run["rounds"]:
         seconds += sum(r.get(key) or 0.0 for key in ("search_s", "measure_s", "update_s"))
-        if r.get("trial") in best:
-            out.append([seconds, best[r["trial"]]])
+        out.append((r.get("trial"), seconds))
     return out
+
+
+def time_curve(run: dict) -> list[list[float]]:
+    """``[[seconds, best_ms]]`` per round: the run's best against :func:`round_seconds`."""
+    best = {int(t): b for t, b in run["curve"]}
+    return [[seconds, best[trial]] for trial, seconds in round_seconds(run) if trial in best]
 
 
 def best_at(curve: list[list[float]], x: float) -> float | None:
