@@ -191,3 +191,63 @@ def test_a_tracker_killed_mid_run_stops_in_one_line(tmp_path, capfd):
     assert len(records) >= 8 and all(r.valid for r in records)  # nothing recorded as failed
     out = capfd.readouterr()
     assert "Traceback" not in out.err and "retry" not in out.err, out.err[-2000:]
+
+
+class _Farm:
+    """A stand-in for :class:`WatchedRPCRunner`: the tracker's answers, in order."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers, self.lost_at, self.error, self.asked = answers, float("-inf"), None, 0
+        self.inner = self  # measured again: the servers left measure it
+
+    def run(self, inputs: list) -> list:
+        return [_Done(None) for _ in inputs]
+
+    def lost_server(self) -> bool:
+        self.asked += 1
+        return self.answers.pop(0)
+
+
+class _Done:
+    def __init__(self, error_msg):
+        from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+        self.value = RunnerResult(None if error_msg else [1e-3], error_msg)
+
+    def done(self) -> bool:
+        return True
+
+    def result(self):
+        return self.value
+
+
+@pytest.mark.parametrize("error, answers, lost_at, asked, slept, lost", [
+    # measured, or the server sent the candidate's own error back: the tracker is not asked
+    (None, [], None, 0, [], False),
+    ("RPCRunner: An exception occurred\nRPCError: Error caught from RPC call:\nInvalid "
+     "B.shape[0]", [], None, 0, [], False),
+    # a failed session while a server was seen to leave since it was sent: at once
+    ("RPCRunner: An exception occurred\nConnection reset by peer", [False], "after", 1, [],
+     True),
+    ("RPCRunner: An exception occurred\ncode=kShutdown", [True], None, 1, [], True),
+    # a failed session, no server known lost: the tracker gets its grace once
+    ("RPCRunner: An exception occurred\nConnection reset by peer", [False, True], "before",
+     2, [0.5], True),
+    ("RPCRunner: Timeout, killed after 60 seconds", [False, False], None, 2, [0.5], False),
+])
+def test_only_a_failed_session_waits_for_the_tracker(monkeypatch, error, answers, lost_at,
+                                                     asked, slept, lost):
+    """A candidate's own error costs no tracker query and no sleep; a failed session is put
+    down to a lost server (and measured again) at once when one was seen to leave while it
+    was measured, else after ``GRACE_SEC`` (the tracker may not have seen it yet)."""
+    from tuner.engine import rpc_watch
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(rpc_watch.time, "sleep", sleeps.append)
+    farm = _Farm(list(answers))
+    future = rpc_watch.WatchedFuture(farm, None, _Done(error))
+    if lost_at is not None:
+        farm.lost_at = future.sent_at + (1.0 if lost_at == "after" else -1.0)
+    result = future.result()
+    assert farm.asked == asked and sleeps == slept
+    assert result.error_msg == (None if lost else error)  # measured again where lost

@@ -15,7 +15,11 @@ query) before each batch and every :data:`CHECK_EVERY_SEC` seconds while it wait
   one warning line saying how many are left.
 
 A failure while the farm is whole is the candidate's own and is returned as MetaSchedule
-would (a failed measurement).
+would (a failed measurement). An error the server itself sends back (TVM's RPC says
+:data:`SERVER_ERROR`) is the candidate's own at once: the server answered. Only a failed
+session (a connection reset, a session shut down, a timeout) with no server known to be
+lost waits :data:`GRACE_SEC` for the tracker to see a death before it is called the
+candidate's own.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ logger = logging.getLogger(__name__)
 CHECK_EVERY_SEC = 5.0
 #: Times a candidate whose server went away is measured again on the others.
 RERUNS = 2
+#: In a failure's message: the server ran the candidate and sent its error back (TVM's
+#: ``RPCError``), so the server is alive and the failure is the candidate's own.
+SERVER_ERROR = "Error caught from RPC call"
+#: Seconds the tracker is given to see a server's death after a failed session.
+GRACE_SEC = 0.5
 
 
 def quiet_worker(initializer=None) -> None:
@@ -71,6 +80,7 @@ class WatchedRPCRunner(PyRunner):
         self.rpc, self.inner, self.servers = rpc, inner, int(servers)
         self.pool = inner.pool  # stopped with the session (tuner.app.tuning.Session.close)
         self.error: RunnerUnavailableError | None = None
+        self.lost_at = float("-inf")  # when a server was last seen to have left
 
     def run(self, runner_inputs: list) -> list:
         """Check the farm, then hand the batch to the ``RPCRunner``.
@@ -122,7 +132,7 @@ class WatchedRPCRunner(PyRunner):
         logger.warning("%d of the %d RPC servers under key %r went away: their candidates are "
                        "measured again on the %d left", self.servers - now, self.servers,
                        self.rpc.key, now)
-        self.servers = now
+        self.servers, self.lost_at = now, time.monotonic()
         return True
 
 
@@ -139,6 +149,7 @@ class WatchedFuture(PyRunnerFuture):
     def __init__(self, runner: WatchedRPCRunner, runner_input, future) -> None:
         super().__init__()
         self.runner, self.runner_input, self.future = runner, runner_input, future
+        self.sent_at = time.monotonic()
 
     def done(self) -> bool:
         return bool(self.future.done())
@@ -151,15 +162,21 @@ class WatchedFuture(PyRunnerFuture):
         """
         result = self._wait(self.future)
         for _ in range(RERUNS):
-            if result.error_msg is None or not self._server_lost():
+            if not self._server_lost(result.error_msg):
                 return result
+            self.sent_at = time.monotonic()
             result = self._wait(self.runner.inner.run([self.runner_input])[0])
         return result
 
-    def _server_lost(self) -> bool:
-        if self.runner.lost_server():
+    def _server_lost(self, error_msg: str | None) -> bool:
+        """Whether the measurement failed because its server left the farm (see the
+        module doc); waits :data:`GRACE_SEC` only for a failed session while no server is
+        known to have left since the candidate was sent."""
+        if error_msg is None or SERVER_ERROR in error_msg:
+            return False  # measured, or the server ran it and sent its own error back
+        if self.runner.lost_server() or self.runner.lost_at >= self.sent_at:
             return True
-        time.sleep(0.5)  # the tracker may not have seen a server's death yet
+        time.sleep(GRACE_SEC)  # the tracker may not have seen a server's death yet
         return self.runner.lost_server()
 
     def _wait(self, future) -> RunnerResult:
