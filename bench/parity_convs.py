@@ -6,19 +6,21 @@ from __future__ import annotations
 
 
 def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]:
-    """Every conv of the network timed alone in PyTorch (oneDNN), batch-norm folded.
+    """Every conv of a built-in network timed alone in PyTorch (oneDNN), batch-norm folded,
+    on the network's default input.
 
     Returns:
         One row per conv layer: ``layer``, ``shape`` (in, out, kernel, stride, groups,
         input size), ``out_size``, ``flops`` and ``torch_ms`` (median of ``repeat`` runs,
-        as ``tune.py`` times PyTorch).
+        as ``tune.py`` times PyTorch); none for a network without convs (``bert-tiny``).
     """
     import torch
 
     from tuner.engine.evaluate import time_torch
-    from tuner.engine.networks import builtin_module, fold_batch_norm
+    from tuner.engine.networks import builtin_input_shape, builtin_module, fold_batch_norm
 
     model, _ = fold_batch_norm(builtin_module(network))
+    example = torch.zeros(1, *builtin_input_shape(network, None))
     shapes: dict[str, tuple[int, ...]] = {}
 
     def remember(name: str):
@@ -29,7 +31,7 @@ def onednn_convs(network: str, num_threads: int, repeat: int = 20) -> list[dict]
     hooks = [m.register_forward_hook(remember(name)) for name, m in model.named_modules()
              if isinstance(m, torch.nn.Conv2d)]
     with torch.inference_mode():
-        model(torch.zeros(1, 3, 224, 224))
+        model(example)
     for h in hooks:
         h.remove()
     rows = []

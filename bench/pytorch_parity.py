@@ -5,7 +5,7 @@ in turn (512, then continued to 1024, then to 2048 trials: a rerun with a larger
 resumes), and after each budget compiles the network and times it beside PyTorch eager
 and torch.compile, all in that ``tune.py`` run. After the last budget, every conv of the
 network is timed alone in PyTorch (oneDNN) and set beside the best tuned schedule of its
-task, in GFLOP/s.
+task, in GFLOP/s (a network without convs, ``bert-tiny``, has none to set beside).
 
 It tunes in one layout (``--layout``, by default ``tune.py``'s), and the page shows every
 layout recorded. Each finished (network, seed, budget) is recorded in
@@ -39,7 +39,9 @@ from bench.common import (
 )
 from bench.parity_convs import CONV_FIELDS, match_tasks, onednn_convs
 
-NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2")
+#: The built-in networks (a transformer encoder and a modern CNN beside the classic CNNs).
+NETWORKS = ("alexnet", "resnet-18", "vgg-16", "squeezenet", "mobilenet-v2", "convnext-atto",
+            "bert-tiny")
 SEEDS = (0, 1)
 BUDGETS = (512, 1024, 2048)
 RUNS = os.path.join(REPO, "docs", "bench", "runs", "parity")

@@ -1,4 +1,4 @@
-"""Networks to tune: built-in torchvision CNNs, user ``nn.Module`` factories and ONNX files.
+"""Networks to tune: built-in networks, user ``nn.Module`` factories and ONNX files.
 
 Every source ends as a :class:`Network`: a Relax module with its weights bound as
 constants (so task extraction and the final compile see identical functions) plus a
@@ -15,19 +15,46 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from metatune.errors import ModelImportError, UnknownNetworkError, one_line
+from metatune.errors import ConfigError, ModelImportError, UnknownNetworkError, one_line
 
 logger = logging.getLogger(__name__)
 
-#: Built-in networks: name -> torchvision constructor name.
-BUILTIN_NETWORKS: dict[str, str] = {
-    "alexnet": "alexnet",
-    "resnet-18": "resnet18",
-    "vgg-16": "vgg16",
-    "squeezenet": "squeezenet1_0",
-    "mobilenet-v2": "mobilenet_v2",
-}
+#: The input shape (without the batch) of an image network and of ``--model`` by default.
 DEFAULT_INPUT_SHAPE = (3, 224, 224)
+
+
+@dataclass(frozen=True)
+class BuiltinNetwork:
+    """A built-in network: how to build it and what it takes.
+
+    Attributes:
+        factory: ``module:callable`` building the ``nn.Module`` with random weights when
+            called without arguments.
+        input_shape: Its default input shape, without the batch.
+        fixed_dims: The positions in ``input_shape`` that ``--input-shape`` may not change
+            (an image network's channels, an encoder's hidden size).
+        takes: What the input is, for messages.
+    """
+
+    factory: str
+    input_shape: tuple[int, ...] = DEFAULT_INPUT_SHAPE
+    fixed_dims: tuple[int, ...] = (0,)
+    takes: str = "an image, channels x height x width"
+
+
+_ENCODER_INPUT = "token embeddings (float, the word-embedding lookup's output), sequence x hidden"
+#: Built-in networks: name -> how to build it (torchvision's constructors, or
+#: :mod:`tuner.engine.builtin_models`).
+BUILTIN_NETWORKS: dict[str, BuiltinNetwork] = {
+    "alexnet": BuiltinNetwork("torchvision.models:alexnet"),
+    "resnet-18": BuiltinNetwork("torchvision.models:resnet18"),
+    "vgg-16": BuiltinNetwork("torchvision.models:vgg16"),
+    "squeezenet": BuiltinNetwork("torchvision.models:squeezenet1_0"),
+    "mobilenet-v2": BuiltinNetwork("torchvision.models:mobilenet_v2"),
+    "convnext-atto": BuiltinNetwork("tuner.engine.builtin_models:convnext_atto"),
+    "bert-tiny": BuiltinNetwork("tuner.engine.builtin_models:bert_tiny", (128, 128), (1,),
+                                _ENCODER_INPUT),
+}
 
 
 @dataclass
@@ -64,8 +91,8 @@ def _describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {one_line(err, 200)}"
 
 
-def builtin_module(name: str):
-    """Construct a built-in torchvision network with random weights, in eval mode.
+def builtin(name: str) -> BuiltinNetwork:
+    """A built-in network's entry of :data:`BUILTIN_NETWORKS`.
 
     Raises:
         UnknownNetworkError: ``name`` is not a built-in network.
@@ -75,12 +102,42 @@ def builtin_module(name: str):
             f"unknown network {name!r}: choose one of {', '.join(BUILTIN_NETWORKS)}, "
             "or bring your own with --onnx PATH or --model module:callable"
         )
-    import torch
-    import torchvision
+    return BUILTIN_NETWORKS[name]
 
+
+def builtin_module(name: str):
+    """Construct a built-in network with random weights (seed 0), in eval mode.
+
+    Raises:
+        UnknownNetworkError: ``name`` is not a built-in network.
+    """
+    import torch
+
+    module_name, _, attr = builtin(name).factory.partition(":")
+    factory = getattr(importlib.import_module(module_name), attr)
     torch.manual_seed(0)
-    ctor = getattr(torchvision.models, BUILTIN_NETWORKS[name])
-    return ctor(weights=None).eval()
+    return factory().eval()  # torchvision's constructors default to weights=None
+
+
+def builtin_input_shape(name: str, given: tuple[int, ...] | None) -> tuple[int, ...]:
+    """A built-in network's input shape without the batch: ``given`` (``--input-shape``)
+    when it keeps the network's fixed dimensions, else the network's default.
+
+    Raises:
+        UnknownNetworkError: ``name`` is not a built-in network.
+        ConfigError: ``given`` has another rank or changes a fixed dimension.
+    """
+    spec = builtin(name)
+    if given is None:
+        return spec.input_shape
+    default = spec.input_shape
+    if len(given) != len(default) or any(given[i] != default[i] for i in spec.fixed_dims):
+        fixed = ", ".join(f"dim {i + 1} = {default[i]}" for i in spec.fixed_dims)
+        raise ConfigError(
+            f"--input-shape {','.join(map(str, given))}: {name} takes {spec.takes}, "
+            f"{len(default)} dims without the batch with {fixed} (default "
+            f"{','.join(map(str, default))})")
+    return tuple(given)
 
 
 def user_module(spec: str):
@@ -274,23 +331,31 @@ def load_network(
         network: A built-in network name.
         onnx_path: Path of an ONNX file.
         model_spec: ``module:callable`` returning an ``nn.Module``.
-        input_shape: Input shape without the batch dimension (C, H, W); defaults to
-            ``(3, 224, 224)`` (ONNX: read from the file).
+        input_shape: Input shape without the batch dimension, e.g. (C, H, W); defaults to
+            a built-in network's own (:data:`BUILTIN_NETWORKS`: ``(3, 224, 224)`` for the
+            CNNs, ``(128, 128)`` for ``bert-tiny``), ``(3, 224, 224)`` for ``model_spec``
+            (ONNX: read from the file).
         batch: Batch size.
         fold_bn: Fold batch norm into convolutions (PyTorch models).
 
     Returns:
         The loaded :class:`Network`.
+
+    Raises:
+        UnknownNetworkError: ``network`` is not built in (and nothing else is given).
+        ConfigError: ``input_shape`` does not fit the built-in network.
+        ModelImportError: The model cannot be loaded or imported.
     """
     full_shape = (batch, *input_shape) if input_shape else None
     if onnx_path:
         return load_onnx_network(onnx_path, full_shape)
-    shape = full_shape or (batch, *DEFAULT_INPUT_SHAPE)
     if model_spec:
+        shape = full_shape or (batch, *DEFAULT_INPUT_SHAPE)
         return load_torch_network(user_module(model_spec), model_spec, shape, fold_bn)
     if not network:
         raise UnknownNetworkError(
             f"no network given: pass --network ({', '.join(BUILTIN_NETWORKS)}), "
             "--onnx PATH or --model module:callable"
         )
+    shape = (batch, *builtin_input_shape(network, input_shape))
     return load_torch_network(builtin_module(network), network, shape, fold_bn)
