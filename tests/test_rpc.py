@@ -251,3 +251,39 @@ def test_only_a_failed_session_waits_for_the_tracker(monkeypatch, error, answers
     result = future.result()
     assert farm.asked == asked and sleeps == slept
     assert result.error_msg == (None if lost else error)  # measured again where lost
+
+
+def _thread_error(source: str, filename: str):
+    """What ``threading.excepthook`` is given when ``_connect()`` (compiled from ``source`` as
+    if from ``filename``) fails in a thread."""
+    import threading
+
+    scope: dict = {}
+    exec(compile(source, filename, "exec"), scope)
+    caught: list = []
+    saved, threading.excepthook = threading.excepthook, caught.append
+    try:
+        thread = threading.Thread(target=scope["_connect"], name="t")
+        thread.start()
+        thread.join()
+    finally:
+        threading.excepthook = saved
+    return caught[0]
+
+
+def test_a_runner_worker_silences_only_the_tracker_connection_thread(caplog):
+    """quiet_worker's hook: MetaSchedule's tracker connection failing in its thread prints
+    nothing (the session fails with it); any other thread's error is one warning line."""
+    import tvm.s_tir.meta_schedule.runner.config as ms_config
+
+    from tuner.engine.rpc_watch import _session_thread_error
+
+    raising = "def _connect():\n    raise RuntimeError('Failed to connect to server')\n"
+    with caplog.at_level("WARNING", logger="tuner.engine.rpc_watch"):
+        _session_thread_error(_thread_error(raising, ms_config.__file__))
+        assert not caplog.records
+        _session_thread_error(_thread_error(raising.replace("RuntimeError", "KeyError"),
+                                            "/elsewhere/worker.py"))
+    [record] = caplog.records
+    assert record.levelname == "WARNING" and "\n" not in record.getMessage()
+    assert "KeyError" in record.getMessage() and "worker.py:2" in record.getMessage()

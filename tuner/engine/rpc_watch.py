@@ -25,13 +25,15 @@ candidate's own.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import traceback
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture, RunnerResult
 
-from metatune.errors import RunnerUnavailableError, register_ffi_errors
+from metatune.errors import RunnerUnavailableError, one_line, register_ffi_errors
 from tuner.engine.rpc import START_SERVER, START_TRACKER, RPCSettings, check_tracker
 
 logger = logging.getLogger(__name__)
@@ -58,10 +60,23 @@ def quiet_worker(initializer=None) -> None:
         initializer()
 
 
-def _session_thread_error(args) -> None:
-    """A thread of a runner worker failed (the tracker connection TVM opens in a thread):
-    its session fails with it, and the watch reports the farm; nothing is printed."""
-    del args
+#: Where MetaSchedule connects to the tracker in a thread of its own
+#: (``RPCConfig.connect_tracker``): the function's name and the end of its file's path.
+TRACKER_THREAD = ("_connect", os.path.join("meta_schedule", "runner", "config.py"))
+
+
+def _session_thread_error(args: threading.ExceptHookArgs) -> None:
+    """A thread of a runner worker failed. The tracker connection's failure (the known
+    noise: :data:`TRACKER_THREAD`) prints nothing: its session fails with it, and the watch
+    reports the farm. Any other thread's error is one warning line."""
+    frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback else []
+    name, path = TRACKER_THREAD
+    if any(f.name == name and f.filename.endswith(path) for f in frames):
+        return
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    logger.warning("a thread (%s) of an RPC runner worker failed%s: %s: %s",
+                   getattr(args.thread, "name", "?"), where, args.exc_type.__name__,
+                   one_line(str(args.exc_value), 200))
 
 
 @derived_object
