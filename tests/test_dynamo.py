@@ -334,3 +334,23 @@ def test_resnet18_tasks_match_tune_py():
     from tuner.engine.networks import builtin_module, load_network
 
     _same_tasks_as_tune_py(builtin_module("resnet-18"), load_network("resnet-18"))
+
+
+def test_a_failed_registration_says_why_once_and_import_goes_on(monkeypatch, caplog):
+    """A torch whose registry refuses the backend: one warning with the reason, no error."""
+    import types
+
+    import tuner.registration as r
+
+    def refuse(**_):
+        raise TypeError("register_backend() got an unexpected keyword")
+
+    registry = types.SimpleNamespace(_COMPILER_FNS={}, register_backend=refuse)
+    monkeypatch.setitem(sys.modules, r._REGISTRY, registry)
+    monkeypatch.setattr(r, "_warned", False)
+    with caplog.at_level("WARNING", logger="metatune"):
+        r.install()
+        r.install()
+    [record] = caplog.records
+    assert "TypeError: register_backend() got an unexpected keyword" in record.getMessage()
+    assert "pip install -e ." in record.getMessage()

@@ -14,18 +14,37 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
+import logging
 import sys
+
+from metatune.errors import one_line
 
 #: The backend's name and where it lives (the entry point of ``pyproject.toml`` says the same).
 BACKEND_NAME = "metatune"
 BACKEND = "tuner.app.dynamo:metatune_backend"
 _REGISTRY = "torch._dynamo.backends.registry"
 
+logger = logging.getLogger("metatune")
+_warned = False
+
 
 def metatune(gm, example_inputs, **kwargs):
     """The backend, loaded on its first call (see :func:`tuner.app.dynamo.metatune_backend`)."""
     module, _, name = BACKEND.partition(":")
     return getattr(importlib.import_module(module), name)(gm, example_inputs, **kwargs)
+
+
+def _not_registered(err: Exception) -> None:
+    """Say once why the backend could not be registered by name (``import tuner`` and
+    torch's own import go on: the entry point of an installed package still works)."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    logger.warning("torch.compile backend %r is not registered by name (%s: %s): install the "
+                   "package (pip install -e .) for its entry point, or pass "
+                   "backend=tuner.registration.metatune", BACKEND_NAME, type(err).__name__,
+                   one_line(str(err), 200))
 
 
 def _register(registry) -> None:
@@ -62,8 +81,8 @@ class _RegisterOnImport(importlib.abc.MetaPathFinder):
             run(module)
             try:
                 _register(module)
-            except Exception:  # never break torch's import; the entry point still works
-                pass
+            except Exception as err:  # never break torch's import: said once, not raised
+                _not_registered(err)
 
         loader.exec_module = exec_module
         return spec
@@ -75,7 +94,7 @@ def install() -> None:
     if registry is not None:
         try:
             _register(registry)
-        except Exception:  # a torch whose registry differs: the entry point still works
-            pass
+        except Exception as err:  # a torch whose registry differs: said once, not raised
+            _not_registered(err)
     elif not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _RegisterOnImport())
