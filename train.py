@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("metatune.train").info("train.py: reading the configuration (torch and "
                                              "TVM take a few seconds to start)")
     try:
-        from lightning_modules.app import DEFAULT_TRAIN_YAML, load_train_config, run_train
+        from lightning_modules.app import run_train
+        from lightning_modules.config import DEFAULT_TRAIN_YAML, load_train_config
 
         result = run_train(load_train_config(args.config or DEFAULT_TRAIN_YAML, args.overrides))
     except (MetaTuneError, FileNotFoundError, ValueError) as err:

@@ -183,7 +183,7 @@ def measure(mods: list, info, runner: dict) -> list[float | None]:
 
     from metatune.records import measured_seconds
     from tuner.app.config import RunnerConfig
-    from tuner.app.tuning import make_runner
+    from tuner.app.factories import make_runner
     from tuner.engine.builder import PersistentBuilder
 
     builder = PersistentBuilder(max_workers=info.num_cores, timeout_sec=120,

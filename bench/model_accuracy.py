@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None, command: str | None = None) -> dict:
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target
-    from tuner.models.cost_model import load_model
+    from tuner.models.trained import load_model
     from tuner.models.xgb_transfer import base_booster
 
     dataset = os.path.basename(os.path.normpath(args.data))

@@ -83,7 +83,7 @@ def worker(variant: str, seed: int, trials: int, out: str) -> None:
                       measure_callbacks=callbacks)
     else:
         from tuner.app.config import load_tune_config
-        from tuner.app.tuning import build_session
+        from tuner.app.session import build_session
         from tuner.engine.scheduler import EagerGradientScheduler
 
         # MetaTune's set-up (persistent builder, target-only intrinsics, no-repeat search)

@@ -126,7 +126,8 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 def train_variant(name: str, *, data: str, graph: str, ckpt_dir: str, pretrained: str | None,
                   extra: list[str]) -> str:
     """Train one variant (skipped when its checkpoint exists); returns the checkpoint."""
-    from lightning_modules.app import load_train_config, run_train
+    from lightning_modules.app import run_train
+    from lightning_modules.config import load_train_config
 
     out = os.path.join(ckpt_dir, f"{name}.ckpt")
     if os.path.exists(out):

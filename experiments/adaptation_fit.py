@@ -98,7 +98,7 @@ def fit_rows(model, setting: tuple[int, float, str], workloads: list, ks: list[i
     """Pairwise accuracy on the support and query sets, before and after adapting.
 
     Args:
-        model: A :class:`tuner.models.cost_model.TrainedModel` (copied, not changed).
+        model: A :class:`tuner.models.trained.TrainedModel` (copied, not changed).
         setting: ``(steps, lr, scope)``.
         workloads: :class:`bench.accuracy.EvalWorkload` list.
         ks: Support-set sizes (each > 1: a fit needs pairs).
@@ -178,7 +178,7 @@ def main() -> None:
     from bench.accuracy.checkpoints import data_target
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
-    from tuner.models.cost_model import load_model
+    from tuner.models.trained import load_model
 
     if min(args.ks) < 2:
         raise SystemExit("--ks: each k must be at least 2 (a fit is scored on pairs)")

@@ -32,7 +32,7 @@ WAYS = {
     "plain torch (`metatune.checkpoint`, now)": (
         "import time, torch, tuner.models.cost_model\n"
         "t = time.perf_counter()\n"
-        "from tuner.models.cost_model import load_model\n"
+        "from tuner.models.trained import load_model\n"
         "m = load_model({ckpt!r}, graph=None)\n"
         "print(time.perf_counter() - t)\n"),
 }

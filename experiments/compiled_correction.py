@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from tuner.engine.platforms import checkpoint_data
     from tuner.engine.targets import resolve_target
     from tuner.models.compiled_correction import correction_path
-    from tuner.models.cost_model import load_model
+    from tuner.models.trained import load_model
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("--checkpoint", nargs="+", required=True,

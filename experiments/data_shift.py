@@ -232,7 +232,8 @@ def fold_data_dir(data: str, left_out: list[str], root: str) -> str:
 def train_fold(fold: str, graph: str, overrides: list[str]) -> str:
     """Train ``train.py``'s recipe on a :func:`fold_data_dir` dataset (both its splits);
     a checkpoint already there is reused. Returns the checkpoint's path."""
-    from lightning_modules.app import load_train_config, run_train
+    from lightning_modules.app import run_train
+    from lightning_modules.config import load_train_config
 
     ckpt = os.path.join(fold, f"{graph}.ckpt")
     if not os.path.isfile(ckpt):

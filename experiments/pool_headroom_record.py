@@ -97,7 +97,7 @@ def measure_pool(task, overrides: list[str], seed: int, full_round: int,
     import tuner.search.bo as bo
     from tuner.app.config import load_tune_config
     from tuner.app.preflight import with_model_sources
-    from tuner.app.tuning import build_cost_model
+    from tuner.app.session import build_cost_model
     from tuner.engine.targets import resolve_target
 
     overrides = [*overrides, f"trials={full_round * BATCH}", f"trials_per_round={BATCH}",

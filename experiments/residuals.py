@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     from metatune.metrics import standardized
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.targets import resolve_target
-    from tuner.models.cost_model import load_model
+    from tuner.models.trained import load_model
 
     start = time.perf_counter()
     split_dir = os.path.join(args.data, args.split)

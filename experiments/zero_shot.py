@@ -45,7 +45,7 @@ def task_kind(name: str) -> str:
 def run_network(network: str, seed: int) -> dict:
     """Default, zero-shot and one-round latency of every task of ``network``."""
     from tuner.app.config import load_tune_config
-    from tuner.app.tuning import build_cost_model
+    from tuner.app.session import build_cost_model
     from tuner.engine.networks import load_network
     from tuner.engine.runtime import runtime_info
     from tuner.engine.targets import resolve_target

@@ -1,7 +1,8 @@
 """``run_train(cfg)``: supervised pre-training, then MAML meta-training, then a checkpoint.
 
-The configuration (:class:`TrainConfig`, :func:`load_train_config`) lives in
-:mod:`lightning_modules.config` and is re-exported here. The run checks where it will write
+The configuration (:class:`~lightning_modules.config.TrainConfig`,
+:func:`~lightning_modules.config.load_train_config`) lives in :mod:`lightning_modules.config`.
+The run checks where it will write
 before anything slow (:func:`lightning_modules.config.check_output`), shows progress from
 its first second (the dataset's encoding has a bar with an ETA), and reads a ``pretrained``
 checkpoint as tensors and plain data only: nothing in the file runs.
@@ -15,25 +16,13 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from lightning_modules.config import (
-    DEFAULT_TRAIN_YAML,
-    PATH_KEYS,
-    DataConfig,
-    MetaConfig,
-    ModelConfig,
-    PretrainConfig,
-    TrainConfig,
-    check_output,
-    load_train_config,
-)
+from lightning_modules.config import PATH_KEYS, TrainConfig, check_output
 from metatune.config import repo_relative
 from metatune.errors import CheckpointError, ConfigError
 from metatune.maml import AdaptConfig
 from metatune.provenance import machine_info, sidecar_path
 
-__all__ = ["DEFAULT_TRAIN_YAML", "DataConfig", "MetaConfig", "ModelConfig", "PretrainConfig",
-           "TrainConfig", "calibrate_scale", "load_train_config", "run_train",
-           "training_layouts", "training_platform"]
+__all__ = ["calibrate_scale", "run_train", "training_layouts", "training_platform"]
 
 logger = logging.getLogger("metatune.train")
 
@@ -42,7 +31,8 @@ def run_train(cfg: TrainConfig) -> dict[str, Any]:
     """Pre-train (supervised), meta-train (MAML), and write the checkpoint.
 
     Args:
-        cfg: A configuration from :func:`load_train_config` (or a :class:`TrainConfig`).
+        cfg: A configuration from :func:`lightning_modules.config.load_train_config` (or a
+            :class:`TrainConfig`).
 
     Returns:
         ``{"checkpoint": path, "metrics": {...}}`` with the last logged metrics.
@@ -217,7 +207,8 @@ def _pretrained_state(path: str, graph: str, shape: dict[str, Any],
     Args:
         path: The checkpoint.
         graph: This run's graph mode.
-        shape: This run's network shape (``in_features`` and :class:`ModelConfig`).
+        shape: This run's network shape (``in_features`` and
+            :class:`lightning_modules.config.ModelConfig`).
         adapt: This run's adaptation, when the checkpoint's head is kept as it was
             meta-trained (``meta.steps=0``: it must have been meta-trained for the same).
 

@@ -137,7 +137,7 @@ def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
     """``NAME+gp``: the model alone at k = 0, the BO search's GP after measurements."""
     from bench.accuracy.methods import GPMethod, MetaTuneMethod
     from bench.accuracy.workloads import load_eval_workloads
-    from tuner.models.cost_model import load_model
+    from tuner.models.trained import load_model
 
     split = str(tiny_data / "ds" / "train")
     (w,) = load_eval_workloads(split, ("super",), min_samples=6, limit=1)
@@ -160,7 +160,7 @@ def test_the_gp_method_scores_with_the_adapted_model_as_prior(tiny_data):
 def test_xfer_refuses_data_of_another_target():
     import tvm
 
-    from tuner.app.tuning import make_cost_model
+    from tuner.app.factories import make_cost_model
     from tuner.models.params import XferConfig
 
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})

@@ -96,7 +96,8 @@ def test_an_existing_checkpoint_is_recalibrated_with_its_provenance(tiny_data, t
     (calibrating it again) and nests its provenance; another adaptation is refused."""
     import json
 
-    from lightning_modules.app import load_train_config, run_train
+    from lightning_modules.app import run_train
+    from lightning_modules.config import load_train_config
     from tests.test_train import _overrides
 
     first = run_train(load_train_config(overrides=_overrides(

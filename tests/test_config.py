@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from lightning_modules.app import TrainConfig, load_train_config
+from lightning_modules.config import TrainConfig, load_train_config
 from metatune.config import (
     DEFAULT_GRAPH,
     REPO_ROOT,

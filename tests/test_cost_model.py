@@ -7,8 +7,10 @@ import pytest
 import torch
 from tvm.s_tir import meta_schedule as ms
 
+from metatune.errors import CheckpointError
 from metatune.maml import AdaptConfig
-from tuner.models.cost_model import CheckpointError, MetaTuneCostModel, load_model, load_net
+from tuner.models.cost_model import MetaTuneCostModel
+from tuner.models.trained import load_model, load_net
 
 
 def _fresh(**adapt) -> object:
@@ -88,7 +90,7 @@ def test_the_tuner_loads_a_checkpoint_without_lightning():
 
     from metatune.config import default_checkpoint
 
-    code = ("import sys; from tuner.models.cost_model import load_model; "
+    code = ("import sys; from tuner.models.trained import load_model; "
             f"m = load_model({default_checkpoint(graph='super')!r}, graph='super'); "
             "print(m.graph, any('lightning' in k for k in sys.modules))")
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -29,7 +29,8 @@ def test_absent_gpu_is_one_clear_line(name):
 
 
 def test_cost_model_follows_the_device(context_and_candidates):
-    from tuner.models.cost_model import MetaTuneCostModel, load_model
+    from tuner.models.cost_model import MetaTuneCostModel
+    from tuner.models.trained import load_model
 
     ctx, cands = context_and_candidates
     device = resolve_device("auto")

@@ -9,8 +9,9 @@ from tvm.s_tir import meta_schedule as ms
 
 from metatune.errors import CheckpointError, ConfigError
 from metatune.maml import AdaptConfig
-from tuner.models.cost_model import MetaTuneCostModel, load_model
+from tuner.models.cost_model import MetaTuneCostModel
 from tuner.models.ensemble import EnsembleCostModel
+from tuner.models.trained import load_model
 
 
 def _fresh(seed: int, graph: str = "super"):

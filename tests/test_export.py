@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from tuner.app.artifact import ARTIFACT_FORMAT, LOAD_SNIPPET
+from metatune.deploy import ARTIFACT_FORMAT
+from tuner.app.artifact import LOAD_SNIPPET
 from tuner.app.config import load_tune_config
 from tuner.app.run import run_tune
 from tuner.engine.database import RECORD_FILE

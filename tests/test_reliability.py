@@ -259,8 +259,9 @@ def test_a_crafted_pretrained_checkpoint_passed_to_train_runs_nothing(tmp_path, 
 
 def test_a_crafted_saved_cost_model_runs_nothing(tmp_path):
     from metatune.errors import CheckpointError
-    from tuner.models.cost_model import MetaTuneCostModel, load_model
+    from tuner.models.cost_model import MetaTuneCostModel
     from tuner.models.ensemble import EnsembleCostModel
+    from tuner.models.trained import load_model
 
     path, marker = _crafted(tmp_path)
     single = MetaTuneCostModel(model=load_model(None, from_scratch=True))
@@ -279,7 +280,8 @@ def test_a_saved_cost_model_with_graphs_loads_back(tmp_path):
     import torch
     from torch_geometric.data import Data
 
-    from tuner.models.cost_model import MetaTuneCostModel, TaskState, load_model
+    from tuner.models.cost_model import MetaTuneCostModel, TaskState
+    from tuner.models.trained import load_model
 
     model = MetaTuneCostModel(model=load_model(None, from_scratch=True))
     graph = Data(x=torch.ones(2, 3), edge_index=torch.tensor([[0], [1]]))

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from datamodules.graphs import EpisodeDataset, split_workloads, support_relative
-from lightning_modules.app import load_train_config, run_train
+from lightning_modules.app import run_train
+from lightning_modules.config import load_train_config
 from lightning_modules.meta import MetaModule
 from metatune.dataset import load_split
 from metatune.errors import ConfigError
@@ -156,7 +157,7 @@ def test_an_older_checkpoints_retired_zero_shot_weight_loads_at_zero_only():
 
 def test_two_cpu_processes_train_and_write_the_same_checkpoint_format(tiny_data):
     """DDP (gloo) over two CPU processes: a few steps, one checkpoint the tuner loads."""
-    from tuner.models.cost_model import load_model
+    from tuner.models.trained import load_model
 
     cfg = load_train_config(overrides=_overrides(
         tiny_data, out=tiny_data / "ddp.ckpt", log_dir=tiny_data / "runs-ddp",

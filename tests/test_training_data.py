@@ -8,7 +8,8 @@ import json
 import pytest
 
 from datamodules.graphs import _without_networks
-from lightning_modules.app import DataConfig, training_layouts, training_platform
+from lightning_modules.app import training_layouts, training_platform
+from lightning_modules.config import DataConfig
 from metatune.dataset import WorkloadSamples
 from metatune.errors import ConfigError
 
@@ -78,7 +79,7 @@ def test_left_out_networks_take_every_workload_they_use(two_platforms):
 def test_a_model_trained_across_platforms_says_so_when_loaded():
     from tvm.target import Target
 
-    from tuner.models.cost_model import TrainedModel
+    from tuner.models.trained import TrainedModel
 
     model = TrainedModel(net=None, inner=None, graph="super", platform={
         "target": ROCKETLAKE, "mixed": [{"split": "../llvm-icelake-server/train",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 # One definition of the format, shared with its reader (metatune.load).
-from metatune.deploy import ARTIFACT_FORMAT, FORMAT_VERSION  # noqa: F401 - re-exported
+from metatune.deploy import ARTIFACT_FORMAT
 from metatune.deploy import MANIFEST as MANIFEST_FILE
 from metatune.errors import ConfigError
 from metatune.files import write_json_atomic

@@ -7,7 +7,7 @@ fallback pair :data:`metatune.config.FALLBACK_CHECKPOINT` (a checkpoint trained 
 CPUs still ranks another's schedules, and adapts online) and the dataset
 :data:`metatune.config.SHIPPED_DATASET`. The run says in one line which checkpoint it
 took and why (:func:`checkpoint_note`); loading another CPU's says so too
-(:meth:`tuner.models.cost_model.TrainedModel.platform_note`), with the command that trains
+(:meth:`tuner.models.trained.TrainedModel.platform_note`), with the command that trains
 this CPU's own from what is collected here (:func:`own_train_command`).
 """
 

@@ -219,7 +219,7 @@ def _measure(entry: Entry, *, remaining: int, have: int, session, database, work
         entry: The workload.
         remaining: Candidates to measure.
         have: Candidates measured before (seeds this call's random stream).
-        session: The :class:`tuner.app.tuning.Session` measuring.
+        session: The :class:`tuner.app.session.Session` measuring.
         database: The split's MetaSchedule database.
         work: The split's work dir (its error log goes there).
         cfg: The collect configuration.

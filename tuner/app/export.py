@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from metatune.config import resolve_path
+from metatune.deploy import ARTIFACT_FORMAT, FORMAT_VERSION
 from metatune.errors import WorkDirError
 from tuner.app.artifact import (
-    ARTIFACT_FORMAT,
-    FORMAT_VERSION,
     FUNCTION,
     LOAD_SNIPPET,
     MANIFEST_FILE,

@@ -82,7 +82,7 @@ def check_inputs(cfg: TuneConfig, target_info) -> None:
             builtin_module(cfg.network)  # raises UnknownNetworkError with the choices
     m = cfg.metatune
     if cfg.cost_model == "metatune" and not m.from_scratch:
-        from tuner.models.cost_model import load_net
+        from tuner.models.trained import load_net
 
         named = with_model_sources(cfg, target_info).metatune
         for checkpoint in [named.checkpoint, *named.ensemble]:

@@ -1,8 +1,7 @@
 """Tune a list of tasks with MetaSchedule's task scheduler, resumably (:func:`tune`).
 
 The session it tunes with is built in :mod:`tuner.app.session` from the factories of
-:mod:`tuner.app.factories`; their names are re-exported here for callers that import them
-from this module."""
+:mod:`tuner.app.factories`."""
 
 from __future__ import annotations
 
@@ -11,12 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from tuner.app.config import TuneConfig
-
-# the session's factories, re-exported for the callers that import them from here
-from tuner.app.factories import make_cost_model, make_runner, make_search, metatune_checkpoints  # noqa: F401
 from tuner.app.monitor import FailureMonitor, MonitorCallback, ProgressMonitor
 from tuner.app.rounds import BatchAccuracyCallback, RoundMonitor
-from tuner.app.session import Session, build_cost_model, build_session, make_contexts, task_loggers  # noqa: F401
+from tuner.app.session import build_cost_model, build_session
 from tuner.engine.database import best_seconds_per_task, measured_per_task
 from tuner.engine.durability import RecordFileGuard, as_write_error
 from tuner.engine.interrupt import InterruptWatch

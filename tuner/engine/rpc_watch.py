@@ -93,7 +93,7 @@ class WatchedRPCRunner(PyRunner):
         super().__init__()
         register_ffi_errors()  # the stop crosses TVM's FFI as itself
         self.rpc, self.inner, self.servers = rpc, inner, int(servers)
-        self.pool = inner.pool  # stopped with the session (tuner.app.tuning.Session.close)
+        self.pool = inner.pool  # stopped with the session (tuner.app.session.Session.close)
         self.error: RunnerUnavailableError | None = None
         self.lost_at = float("-inf")  # when a server was last seen to have left
 

@@ -28,9 +28,7 @@ from metatune.graph import encode
 from metatune.records import measured_seconds
 from metatune.safe_load import load_error, load_tensors
 from tuner.models.params import MetaTuneModelConfig
-
-# the checkpoint's side, re-exported: callers load a model and score with it from here
-from tuner.models.trained import TrainedModel, check_compatible, load_model, load_net  # noqa: F401
+from tuner.models.trained import TrainedModel
 
 register_ffi_errors()  # a CheckpointError from load() crosses TVM's FFI as itself
 
@@ -58,7 +56,7 @@ class MetaTuneCostModel(PyCostModel):
     """MetaSchedule cost model backed by the meta-trained GCN.
 
     Args:
-        model: The network and its adaptation (:func:`load_model`).
+        model: The network and its adaptation (:func:`tuner.models.trained.load_model`).
         graph: Graph mode the network was trained with (``super`` or ``plain``).
         max_support: Most recent measurements kept per task for fine-tuning.
         cache_size: Candidate graphs and embeddings remembered (by the scheduled module's

@@ -23,13 +23,8 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from metatune.errors import ConfigError
 from metatune.safe_load import load_tensors
-from tuner.models.cost_model import (
-    GraphCache,
-    MetaTuneCostModel,
-    TrainedModel,
-    candidate_keys,
-    loading,
-)
+from tuner.models.cost_model import GraphCache, MetaTuneCostModel, candidate_keys, loading
+from tuner.models.trained import TrainedModel
 
 # graphs kept for the members to share: the search scores a pool of a few hundred
 # candidates at a time, and the members score the same pool one after the other
