@@ -84,6 +84,9 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
                    "RPC tracker (runner.rpc.tracker_host=..., runner.rpc.key=...)")
     p.add_argument("--repair-db", action="store_true",
                    help="move unreadable database lines aside instead of stopping")
+    p.add_argument("--no-memory", action="store_true",
+                   help="neither read nor add to this machine's tuning memory (memory.enabled="
+                   "false; docs/memory.md)")
     p.add_argument("--config", default=DEFAULT_TUNE_YAML, help="YAML defaults")
     p.add_argument("overrides", nargs="*", help="dotlist overrides, e.g. runner.number=5")
     args = p.parse_args(argv)
@@ -108,6 +111,8 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
         dotlist.append(f"{key}={value}")
     if args.repair_db:
         dotlist.append("repair_db=true")
+    if args.no_memory:
+        dotlist.append("memory.enabled=false")
     if args.onnx or args.model:
         dotlist.append("network=null")
     return args.config, dotlist + list(args.overrides)

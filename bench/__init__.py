@@ -9,7 +9,9 @@
 - ``model_accuracy`` (with :mod:`bench.accuracy`): cost-model accuracy after k samples;
 - ``trial_overhead``: wall time per tuning trial against MetaSchedule's defaults;
 - ``rpc_throughput`` (with :mod:`bench.rpc_farm`): measurement through an RPC tracker;
-- ``faults``: every fault of issue 16 injected into real ``tune.py`` runs.
+- ``faults``: every fault of issue 16 injected into real ``tune.py`` runs;
+- ``memory_reuse``: a second network tuned after a first that shares its shapes, with the
+  tuning memory and without.
 
 :mod:`bench.common` holds what they share. One-off studies live in ``experiments/``.
 """

@@ -38,6 +38,10 @@ class DatabaseCorruptError(MetaTuneError):
     """A tuning database file in the work directory cannot be parsed."""
 
 
+class TuningMemoryError(MetaTuneError):
+    """The machine's tuning memory cannot be used (unwritable, or made for another machine)."""
+
+
 class TuningStalledError(MetaTuneError):
     """Several rounds in a row measured nothing valid: tuning cannot make progress."""
 

@@ -3,7 +3,13 @@ without installing: ``tests`` is a package, so pytest puts its parent on the pat
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# No test reads or adds to this machine's tuning memory (tune.py's runs inherit this too);
+# the memory's own tests name theirs (memory.path=...).
+os.environ["METATUNE_MEMORY"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,35 @@ class BuilderConfig:
 
 
 @dataclass
+class MemoryConfig:
+    """The machine's tuning memory (docs/memory.md): a database per machine that every run
+    reads and adds to; tasks it knows are not tuned again (:mod:`tuner.app.memory_run`)."""
+
+    enabled: bool = True
+    path: Optional[str] = None
+    retune: bool = False
+    copy_top: Optional[int] = None
+    transfer: bool = True
+    wait_seconds: float = 3600.0
+    stale_claim_seconds: float = 600.0
+
+    def __post_init__(self) -> None:
+        """Resolve the path and check the numbers.
+
+        Raises:
+            ConfigError: ``copy_top`` or ``stale_claim_seconds`` is not positive, or
+                ``wait_seconds`` is negative.
+        """
+        if self.path:
+            self.path = resolve_path(self.path)
+        if self.copy_top is not None:
+            _positive("memory.copy_top", self.copy_top)
+        _positive("memory.stale_claim_seconds", self.stale_claim_seconds)
+        if self.wait_seconds < 0:
+            raise ConfigError(f"memory.wait_seconds={self.wait_seconds}: must be 0 or more")
+
+
+@dataclass
 class RunnerConfig:
     """Where and how each candidate is timed: ``local`` (this machine) or ``rpc`` (servers
     behind a TVM RPC tracker, ``rpc``), with MetaSchedule's ``EvaluatorConfig`` settings
@@ -187,6 +216,7 @@ class TuneConfig:
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     predict_unmeasured: PredictConfig = field(default_factory=PredictConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     max_failed_rounds: int = 3
     repair_db: bool = False
     progress: bool = True

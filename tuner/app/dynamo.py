@@ -11,9 +11,12 @@ Each graph TorchDynamo captures is imported into Relax as ``tune.py`` imports a 
     y = model(x)
 
 Options (all optional): ``work_dir``, the work dir of a ``tune.py`` run (default: the
-``METATUNE_WORK_DIR`` environment variable; with neither, the graph is compiled untuned,
-with one warning); ``target`` (``tune.py``'s ``--target``, default ``llvm``: this CPU);
-``layout`` (default: the work dir's, from its ``settings.json``, else ``NHWC``).
+``METATUNE_WORK_DIR`` environment variable); ``memory``, this machine's tuning memory
+(docs/memory.md; default ``True``: where ``tune.py`` keeps it; a path; ``False``: not
+read); ``target`` (``tune.py``'s ``--target``, default ``llvm``: this CPU); ``layout``
+(default: the work dir's, from its ``settings.json``, else ``NHWC``). The graph is
+compiled with the fastest schedule of each function that the work dir or the memory
+holds; with neither, untuned, with one warning.
 
 The backend compiles for inference: the weights are frozen when a graph is compiled (a
 weight changed in place later makes that graph run in PyTorch, with a warning), and no
@@ -35,7 +38,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from metatune.errors import ConfigError, MetaTuneError, WorkDirError, one_line
+from metatune.errors import ConfigError, MetaTuneError, TuningMemoryError, WorkDirError, one_line
 from tuner.app.preflight import OLD_LAYOUT, SETTINGS_FILE
 from tuner.engine.database import (
     RECORD_FILE,
@@ -66,11 +69,13 @@ class BackendOptions:
         work_dir: A ``tune.py`` work dir whose database to compile with, or ``None``.
         target: ``llvm`` (this CPU), ``cuda``, ``rocm`` or a JSON target dict.
         layout: ``NCHW`` or ``NHWC``; ``None``: the work dir's, else ``NHWC``.
+        memory: Read the tuning memory: ``True`` (its usual place), a path, or ``False``.
     """
 
     work_dir: str | None = None
     target: str = "llvm"
     layout: str | None = None
+    memory: bool | str = True
 
     @classmethod
     def parse(cls, options: dict | None) -> BackendOptions:
@@ -81,18 +86,20 @@ class BackendOptions:
             ConfigError: An unknown key or layout.
         """
         options = dict(options or {})
-        unknown = sorted(set(options) - {"work_dir", "target", "layout"})
+        unknown = sorted(set(options) - {"work_dir", "target", "layout", "memory"})
         if unknown:
             raise ConfigError(f"torch.compile(backend='metatune') got unknown option(s) "
                               f"{', '.join(map(repr, unknown))}: it takes work_dir, target, "
-                              "layout")
+                              "layout, memory")
         work_dir = options.get("work_dir") or os.environ.get(ENV_WORK_DIR) or None
         layout = options.get("layout")
         if layout is not None and str(layout).upper() not in LAYOUTS:
             raise ConfigError(f"layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
+        memory = options.get("memory", True)
+        memory = os.fspath(memory) if isinstance(memory, (str, os.PathLike)) else bool(memory)
         return cls(os.fspath(work_dir) if work_dir else None,
                    str(options.get("target") or "llvm"),
-                   str(layout).upper() if layout is not None else None)
+                   str(layout).upper() if layout is not None else None, memory)
 
 
 def warn(message: str) -> None:
@@ -126,28 +133,57 @@ def work_dir_layout(work_dir: str) -> str:
         else DEFAULT_LAYOUT
 
 
+def open_memory(opts: BackendOptions, target_info):
+    """This machine's tuning memory for the target as a read-only database
+    (:class:`tuner.engine.memory_view.MemoryView`), ``None`` when it is off, absent or
+    empty, or cannot be read (logged)."""
+    from tuner.engine.memory import MachineMemory, memory_key, memory_root
+
+    root = memory_root(opts.memory if isinstance(opts.memory, str) else None)
+    if opts.memory is False or root is None:
+        return None
+    key = memory_key(target_info.target)
+    if not os.path.isfile(os.path.join(root, key.name(), RECORD_FILE)):
+        return None
+    try:
+        memory = MachineMemory.open(root, key)
+    except TuningMemoryError as err:
+        logger.warning("metatune: %s", err)
+        return None
+    from tuner.engine.memory_view import MemoryView
+
+    return MemoryView(memory) if memory.files.valid else None
+
+
 def open_tuned(opts: BackendOptions, target_info):
-    """The database to compile with, and the lowering it was tuned with.
+    """The database to compile with, the lowering it was tuned with, and where its
+    schedules come from (for messages).
 
     Returns:
-        ``(database, lowering)``; ``(None, None)`` when there is no work dir or it holds no
-        records (warned).
+        ``(database, lowering, source)``; ``(None, None, None)`` when neither a work dir
+        with records nor the tuning memory has any (warned).
 
     Raises:
         WorkDirError: ``work_dir`` is not a directory.
     """
     from tuner.search.zero_shot import with_predictions
 
+    memory = open_memory(opts, target_info)
+    alone = Lowering(pack_weights=True, layout=opts.layout or DEFAULT_LAYOUT)  # memory only
     if opts.work_dir is None:
+        if memory is not None:
+            return memory, alone, "the tuning memory"
         warn(f"no tuning database (pass options={{'work_dir': DIR}} or set {ENV_WORK_DIR}): "
              "compiling untuned")
-        return None, None
+        return None, None, None
     if not os.path.isdir(opts.work_dir):
         raise WorkDirError(f"work_dir {opts.work_dir!r} is not a directory: pass the work dir "
                            "of a tune.py run")
     if not os.path.isfile(os.path.join(opts.work_dir, RECORD_FILE)):
+        if memory is not None:
+            return memory, alone, "the tuning memory"
         warn(f"{opts.work_dir} holds no tuning records: compiling untuned")
-        return None, None
+        return None, None, None
     ours = target_key({"kind": target_info.kind, **{
         k: str(v) for k, v in getattr(target_info.target, "attrs", {}).items()
         if k in ("mcpu", "arch")}})
@@ -157,8 +193,14 @@ def open_tuned(opts: BackendOptions, target_info):
              f"{describe_target(next(iter(foreign)))}, not {describe_target(ours)}: their "
              "schedules are used, tuned for that machine")
     layout = opts.layout or work_dir_layout(opts.work_dir)
-    database = with_predictions(open_database(opts.work_dir), opts.work_dir)
-    return database, Lowering(pack_weights=True, layout=layout)
+    database, source = open_database(opts.work_dir), opts.work_dir
+    if memory is not None:  # the fastest record of the two wins
+        from tvm.s_tir import meta_schedule as ms
+
+        database = ms.database.UnionDatabase(database, memory)
+        source += " and the tuning memory"
+    database = with_predictions(database, opts.work_dir)
+    return database, Lowering(pack_weights=True, layout=layout), source
 
 
 def count_scheduled(fused_mod, database, target) -> tuple[int, int]:
@@ -181,14 +223,14 @@ def count_scheduled(fused_mod, database, target) -> tuple[int, int]:
 
 def compile_graph(graph, opts: BackendOptions, target_info):
     """Compile a :class:`~tuner.engine.fx_graph.CapturedGraph` for ``target_info``, with
-    the database of ``opts.work_dir`` (untuned without one).
+    the database of ``opts.work_dir`` and the tuning memory (untuned without either).
 
     Returns:
         The :class:`~tuner.engine.evaluate.CompiledNetwork`.
     """
     from tuner.engine.evaluate import compile_network, compile_untuned
 
-    database, lowering = open_tuned(opts, target_info)
+    database, lowering, source = open_tuned(opts, target_info)
     if database is None:
         return compile_untuned(graph.relax_mod, target_info.target, target_info.device_type)
     fused: list = []
@@ -196,9 +238,9 @@ def compile_graph(graph, opts: BackendOptions, target_info):
                                target_info.device_type, lowering, on_fused=fused.append)
     found, total = count_scheduled(fused[0], database, target_info.target)
     logger.info("metatune: %d of %d functions scheduled from %s (layout %s)", found, total,
-                opts.work_dir, lowering.layout)
+                source, lowering.layout)
     if total and not found:
-        warn(f"none of this graph's {total} functions is in the database of {opts.work_dir} "
+        warn(f"none of this graph's {total} functions is in {source} "
              "(tuned for another network, batch or layout?): they run untuned")
     return compiled
 
@@ -233,7 +275,8 @@ def metatune_backend(gm, example_inputs: Sequence, options: dict | None = None,
     Args:
         gm: The ``torch.fx.GraphModule`` TorchDynamo captured.
         example_inputs: Its inputs (the module's weights included).
-        options: ``work_dir``, ``target``, ``layout`` (see the module's docstring).
+        options: ``work_dir``, ``memory``, ``target``, ``layout`` (see the module's
+            docstring).
         mode: ``torch.compile``'s ``mode``; ignored (the database decides the schedules).
 
     Returns:

@@ -49,6 +49,7 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
                               if outcome.trials_run else None),
         "rounds": outcome.rounds,
         "predict_seconds": round(outcome.predict_seconds, 2),
+        "memory": outcome.memory,  # the tuning memory's part (tuner/app/memory_run.py)
         "tasks": [
             {"name": t.name, "flops": t.flops, "weight": t.weight, "args": t.arg_shapes,
              "best_ms": b, "schedule": source, "trials": n}
@@ -91,6 +92,18 @@ def _sources(tasks: list[dict[str, Any]]) -> str:
     return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "-"
 
 
+def _memory_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The tuning memory's row: tasks it knew, the budget it saved."""
+    memory = report.get("memory")
+    if not memory:
+        return []
+    text = (f"{memory['known']} of {memory['tasks']} known ({memory['records_copied']} "
+            f"records copied), budget {memory['budget']} of {report['trials']} trials")
+    if memory.get("claimed"):
+        text += f"; {memory['claimed']} tuned by another run"
+    return [("tasks from the tuning memory", text)]
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The human-readable summary printed at the end of ``tune.py``."""
     lat = report.get("latency_ms", {})
@@ -109,6 +122,7 @@ def format_report(report: dict[str, Any]) -> str:
          f"{report['trials_run']} / {report['trials_total']} / {report['trials']}"),
         ("failed measurements (this run)", str(report["failures"])),
         ("task schedules", _sources(report.get("tasks", []))),
+        *_memory_rows(report),
         ("tuning wall time (this run)", f"{report['tuning_seconds']:.1f} s"),
         ("latency tuned", _ms(tuned)),
         ("latency untuned TVM", _ms(untuned)

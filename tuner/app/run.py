@@ -14,6 +14,7 @@ from tuner.app.artifact_timing import loaded_on
 from tuner.app.checkpoints import checkpoint_note
 from tuner.app.config import EvaluateConfig, TuneConfig, with_round_budget
 from tuner.app.export import export_run
+from tuner.app.memory_run import RunMemory
 from tuner.app.preflight import check_inputs, check_resume, with_model_sources
 from tuner.app.report import build_report, format_report, plot_curves, write_report
 from tuner.app.tuning import tune
@@ -102,12 +103,17 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
         database = open_database(work_dir, repair=cfg.repair_db)
         logger.info("target %s, work dir %s", target_info.description, work_dir)
         print(format_task_table(tasks), flush=True)
-        return _tune_and_report(cfg, target_info, work_dir, network, tasks, lowering,
-                                database)
+        memory = RunMemory.open(cfg, target_info, tasks, database, work_dir)
+        try:
+            return _tune_and_report(cfg, target_info, work_dir, network, tasks, lowering,
+                                    database, memory)
+        finally:
+            if memory is not None:  # a failed run's claims go too
+                memory.release()
 
 
 def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str, network, tasks,
-                     lowering: Lowering, database) -> dict[str, Any]:
+                     lowering: Lowering, database, memory=None) -> dict[str, Any]:
     """:func:`run_tune` once the inputs are checked and the work dir is locked."""
     writer = None
     if cfg.tensorboard:
@@ -116,7 +122,7 @@ def _tune_and_report(cfg: TuneConfig, target_info, work_dir: str, network, tasks
         writer = SummaryWriter(log_dir=os.path.join(work_dir, "tensorboard"))
     try:
         outcome = tune(tasks, target_info=target_info, database=database, cfg=cfg,
-                       work_dir=work_dir, writer=writer)
+                       work_dir=work_dir, writer=writer, memory=memory)
     finally:
         if writer is not None:
             writer.close()

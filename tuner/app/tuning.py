@@ -49,10 +49,11 @@ class TuningOutcome:
     predicted: list[str] = field(default_factory=list)
     predict_seconds: float = 0.0
     trials_per_task: list[int] = field(default_factory=list)
+    memory: dict | None = None
 
 
 def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_dir: str,
-         writer=None) -> TuningOutcome:
+         writer=None, memory=None) -> TuningOutcome:
     """Tune ``tasks`` until the database holds ``cfg.trials`` measurements of them.
 
     Measurements already in the database count toward the budget, so a second run with
@@ -67,6 +68,10 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
         cfg: The tune configuration.
         work_dir: The work directory.
         writer: TensorBoard ``SummaryWriter`` or ``None``.
+        memory: The run's :class:`tuner.app.memory_run.RunMemory` (``None``: no memory):
+            its known and claimed tasks get no round, the budget is their share of
+            ``cfg.trials``, records copied from it do not count, every round's records go
+            to it, and before the end the tasks other runs claimed are waited for.
 
     Returns:
         A :class:`TuningOutcome`.
@@ -79,20 +84,29 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
 
     mods = [t.extracted.dispatched[0] for t in tasks]
     before = measured_per_task(database, mods)
+    if memory is not None:  # records copied from the memory are not this work dir's own
+        before = memory.own_counts(before)
     trials_before = sum(before)
-    remaining = cfg.trials - trials_before
+    trials = cfg.trials if memory is None else memory.budget(cfg.trials)
+    remaining = trials - trials_before
     per_task = cfg.trials_per_task
     task_left = None if per_task is None else [max(0, per_task - b) for b in before]
+    skip = set() if memory is None else memory.skip
+    if skip:  # known to the memory, or tuned by another run: no round here
+        task_left = [0 if i in skip else (remaining if task_left is None else task_left[i])
+                     for i in range(len(tasks))]
     if task_left is not None:  # a resumed run tops each task up to its share
         remaining = min(remaining, sum(task_left))
     best = best_seconds_per_task(database, mods)
     if remaining <= 0:
-        logger.info("database already holds %d measurements (budget %d%s): nothing to tune",
-                    trials_before, cfg.trials,
-                    "" if per_task is None else f", {per_task} a task")
+        if len(skip) < len(tasks):
+            logger.info("database already holds %d measurements (budget %d%s): nothing to "
+                        "tune", trials_before, trials,
+                        "" if per_task is None else f", {per_task} a task")
         outcome = TuningOutcome(trials_before, 0, 0.0, 0,
                                 [None if b is None else b * 1e3 for b in best],
                                 trials_per_task=list(before))
+        _settle_into(outcome, memory, database, mods)
         _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
                       lambda: build_cost_model(cfg, target_info))
         return outcome
@@ -102,6 +116,8 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
 
     budget = RoundBudget(remaining)
     session = build_session(cfg, target_info, budget=budget)
+    if memory is not None:  # new tasks start from similar tasks' schedules
+        session.search = memory.with_transfer(session.search, target_info.target, cfg.layout)
     contexts = session.contexts(tasks, work_dir)
     names = [t.name for t in tasks]
     failures = FailureMonitor(max_failed_rounds=cfg.max_failed_rounds, task_names=names)
@@ -116,7 +132,8 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
     # (UpdateCostModel is among the defaults), and the round closes after the update.
     callbacks = [BatchAccuracyCallback(session.clock, session.cost_model, progress.best),
                  *ms.measure_callback.MeasureCallback.create("default"),
-                 MonitorCallback([guard, interrupt, failures, progress, rounds])]
+                 MonitorCallback([guard, *([memory.writer] if memory else []), interrupt,
+                                  failures, progress, rounds])]
     start = time.perf_counter()
     interrupt.__enter__()
     try:
@@ -161,9 +178,22 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
         rounds=rounds.summary(),
         trials_per_task=[b + n for b, n in zip(before, progress.per_task, strict=False)],
     )
+    _settle_into(outcome, memory, database, mods)
     _predict_into(outcome, tasks, target_info, database, cfg, work_dir,
                   lambda: session.cost_model)
     return outcome
+
+
+def _settle_into(outcome: TuningOutcome, memory, database, mods: list) -> None:
+    """With a memory: wait for the tasks other runs tune and take their records, then say
+    what the memory did (:meth:`tuner.app.memory_run.RunMemory.settle`)."""
+    if memory is None:
+        return
+    memory.settle(database)
+    if memory.claimed:  # their records arrived after tuning
+        outcome.best_ms = [None if b is None else b * 1e3
+                           for b in best_seconds_per_task(database, mods)]
+    outcome.memory = memory.summary()
 
 
 def _predict_into(outcome: TuningOutcome, tasks: list[TaskInfo], target_info, database,
