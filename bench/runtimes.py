@@ -5,7 +5,8 @@ For each network and budget, ``tune.py`` (default preset) tunes a work dir
 (``<work-root>/<network>-<budget>``; an interrupted run resumes it), then this process
 builds the tuned network from the work dir's schedules (as ``export.py`` does), makes every
 runtime from the same weights (the network as ``tune.py`` imports it: torchvision, weights
-seeded, batch norm folded) and times them all on the same NCHW float32 input, in
+seeded, batch norm folded) and times them all on the same float32 input (an NCHW image;
+``bert-tiny``: token embeddings), in
 alternating rounds (:func:`tuner.engine.timing.interleaved`), each output checked against
 PyTorch eager. OpenVINO runs twice: in f32 and in its default precision (bf16 on CPUs that
 have it: a lower precision, reported apart).
@@ -41,7 +42,8 @@ from bench.common import (
     write_results,
 )
 
-NETWORKS = ("alexnet", "resnet-18", "mobilenet-v2", "squeezenet", "vgg-16")
+NETWORKS = ("alexnet", "resnet-18", "mobilenet-v2", "squeezenet", "vgg-16", "convnext-atto",
+            "bert-tiny")
 RUNS = "docs/bench/runs/runtimes"
 OUT = "docs/bench/runtimes"
 #: Every runtime of a record, in timing order, and its column name.
