@@ -410,6 +410,21 @@ def test_records_of_another_target_are_refused_in_one_line(tmp_path, capsys):
     assert {p: (work / p).read_text() for p in os.listdir(work)} == before  # untouched
 
 
+def test_record_targets_are_read_in_one_place(tmp_path):
+    """tuner.engine.database.record_targets: each target with its count, in the order met
+    (export compiles for the first); a blank or unreadable line is not counted."""
+    from tuner.engine.database import record_targets, target_counts, target_key
+
+    work = tmp_path / "w"
+    _records_for(work, "znver4", 3)
+    with open(work / RECORD_FILE, "a", encoding="utf-8") as f:
+        f.write("\n{not json\n" + (work / RECORD_FILE).read_text().replace("znver4", "haswell"))
+    targets = record_targets(str(work))
+    assert [(t["mcpu"], n) for t, n in targets] == [("znver4", 3), ("haswell", 3)]
+    assert target_counts(str(work)) == {("llvm", "znver4"): 3, ("llvm", "haswell"): 3}
+    assert target_key(targets[0][0]) == ("llvm", "znver4")
+
+
 def test_records_of_another_tvm_version_are_refused(tmp_path, capsys):
     from tuner.engine.targets import resolve_target
 

@@ -44,7 +44,7 @@ from tuner.engine.database import (
     RECORD_FILE,
     describe_target,
     open_database,
-    record_targets,
+    target_counts,
     target_key,
 )
 from tuner.engine.tasks import LAYOUTS, Lowering
@@ -184,10 +184,8 @@ def open_tuned(opts: BackendOptions, target_info):
             return memory, alone, "the tuning memory"
         warn(f"{opts.work_dir} holds no tuning records: compiling untuned")
         return None, None, None
-    ours = target_key({"kind": target_info.kind, **{
-        k: str(v) for k, v in getattr(target_info.target, "attrs", {}).items()
-        if k in ("mcpu", "arch")}})
-    foreign = {key for key in record_targets(opts.work_dir) if key != ours}
+    ours = target_key(target_info.target.export())
+    foreign = set(target_counts(opts.work_dir)) - {ours}
     if foreign:
         warn(f"{opts.work_dir} holds records measured for "
              f"{describe_target(next(iter(foreign)))}, not {describe_target(ours)}: their "

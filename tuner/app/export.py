@@ -29,7 +29,7 @@ from tuner.app.artifact import (
     signature,
     write_artifact,
 )
-from tuner.engine.database import RECORD_FILE
+from tuner.engine.database import RECORD_FILE, record_targets
 from tuner.engine.targets import is_cross, runs_here
 from tuner.engine.tasks import Lowering
 
@@ -111,19 +111,6 @@ def read_work_dir(work_dir: str) -> tuple[dict[str, Any], dict[str, Any], int]:
     return report, settings if isinstance(settings, dict) else {}, records
 
 
-def records_target(work_dir: str) -> dict[str, Any] | None:
-    """The target (``Target.export()`` dict) the work dir's first readable record was
-    measured for; the database holds one target's records (``tune.py`` refuses others)."""
-    for line in _lines(os.path.join(work_dir, RECORD_FILE)):
-        try:
-            target = json.loads(line)[1][2]
-        except (ValueError, IndexError, TypeError, KeyError):
-            continue
-        if isinstance(target, dict) and target.get("kind"):
-            return target
-    return None
-
-
 def build_target(config: dict[str, Any], work_dir: str):
     """The target to compile for: the configured JSON target (e.g. a cross target with
     ``mtriple``) as given, else the exact target the records were measured for (the tuning
@@ -135,7 +122,8 @@ def build_target(config: dict[str, Any], work_dir: str):
     from tvm.target import Target
 
     text = str(config.get("target") or "llvm").strip()
-    spec = json.loads(text) if text.startswith("{") else records_target(work_dir)
+    measured = (t for t, _ in record_targets(work_dir) if t.get("kind"))  # one (tune.py)
+    spec = json.loads(text) if text.startswith("{") else next(measured, None)
     if spec is None:
         from tuner.engine.targets import resolve_target
 

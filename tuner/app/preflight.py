@@ -21,7 +21,7 @@ from metatune.device import resolve_device
 from metatune.errors import ConfigError, ModelImportError
 from metatune.files import write_json_atomic
 from tuner.app.config import TuneConfig, preset_for
-from tuner.engine.database import RECORD_FILE, describe_target, record_targets, target_key
+from tuner.engine.database import RECORD_FILE, describe_target, target_counts, target_key
 from tuner.engine.rpc import check_tracker
 
 SETTINGS_FILE = "settings.json"
@@ -162,10 +162,8 @@ def check_records_target(work_dir: str, target_info) -> None:
     Raises:
         ConfigError: One line naming both targets and how many records are foreign.
     """
-    attrs = getattr(target_info.target, "attrs", {})
-    ours = target_key({"kind": target_info.kind,
-                       **{k: str(attrs[k]) for k in ("mcpu", "arch") if attrs.get(k)}})
-    counts = record_targets(work_dir)
+    ours = target_key(target_info.target.export())
+    counts = target_counts(work_dir)
     foreign = {key: n for key, n in counts.items() if key != ours}
     if not foreign:
         return

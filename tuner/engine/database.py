@@ -140,11 +140,14 @@ def check_database_files(work_dir: str, repair: bool = False) -> int:
     return len(bad_wl) + len(bad_rec)
 
 
-def target_key(target: dict | None) -> tuple[str | None, str | None]:
+def target_key(target) -> tuple[str | None, str | None]:
     """What makes two targets' timings comparable: the kind and the CPU (``mcpu``) or GPU
-    architecture (``arch``) of a target's JSON (a record's, or ``Target.export()``)."""
-    target = target if isinstance(target, dict) else {}
-    return target.get("kind"), target.get("mcpu") or target.get("arch")
+    architecture (``arch``) of a target's JSON (a record's, or ``Target.export()``: pass
+    ``target.export()`` for a ``tvm.target.Target``)."""
+    target = target if hasattr(target, "get") else {}
+    cpu = target.get("mcpu") or target.get("arch")
+    kind = target.get("kind")
+    return (None if kind is None else str(kind)), (str(cpu) if cpu else None)
 
 
 def describe_target(key: tuple[str | None, str | None]) -> str:
@@ -153,15 +156,27 @@ def describe_target(key: tuple[str | None, str | None]) -> str:
     return f"{kind or 'an unknown target'}" + (f" -mcpu={cpu}" if cpu else "")
 
 
-def record_targets(work_dir: str) -> Counter:
-    """How many records of the work dir were measured for each target (:func:`target_key`),
-    read from the record file without TVM (unreadable lines are the database check's)."""
-    counts: Counter = Counter()
+def record_targets(work_dir: str) -> list[tuple[dict, int]]:
+    """Each target the work dir's records were measured for, with how many records, in the
+    order first met: the record's target JSON (``Target.export()``, as MetaSchedule writes
+    it). Read from the record file without TVM (unreadable lines are the database check's);
+    the one reader of records' targets (compare them with :func:`target_key`)."""
+    counts: dict[str, list] = {}
     for line in _read_lines(os.path.join(work_dir, RECORD_FILE)):
         obj = _parse(line)
         if isinstance(obj, list) and len(obj) == 2 and isinstance(obj[1], list) \
                 and len(obj[1]) == 4:
-            counts[target_key(obj[1][2])] += 1
+            target = obj[1][2] if isinstance(obj[1][2], dict) else {}
+            entry = counts.setdefault(json.dumps(target, sort_keys=True), [target, 0])
+            entry[1] += 1
+    return [(target, n) for target, n in counts.values()]
+
+
+def target_counts(work_dir: str) -> Counter:
+    """How many of the work dir's records were measured for each :func:`target_key`."""
+    counts: Counter = Counter()
+    for target, n in record_targets(work_dir):
+        counts[target_key(target)] += n
     return counts
 
 
