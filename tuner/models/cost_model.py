@@ -27,6 +27,7 @@ from metatune.errors import CheckpointError, register_ffi_errors
 from metatune.graph import encode
 from metatune.records import measured_seconds
 from metatune.safe_load import load_error, load_tensors
+from metatune.threads import torch_threads
 from tuner.models.params import MetaTuneModelConfig
 from tuner.models.trained import TrainedModel
 
@@ -98,6 +99,7 @@ class MetaTuneCostModel(PyCostModel):
         known."""
         return self._graph_cache.graphs(candidates, keys)
 
+    @torch_threads()  # tiny tensors: one thread (metatune.threads)
     def embed(self, candidates, keys: list[int] | None = None) -> torch.Tensor:
         """Embeddings by the meta-trained GCN: a ``n x d`` tensor (cached by the scheduled
         module's structural hash; ``keys``: those hashes, when the caller has them)."""
@@ -136,6 +138,7 @@ class MetaTuneCostModel(PyCostModel):
         """Fine-tune on the task's measurements so far (:meth:`fine_tune`)."""
         self.fine_tune(context, candidates, results)
 
+    @torch_threads()  # tiny tensors: one thread (metatune.threads)
     def fine_tune(self, context, candidates, results, keys: list[int] | None = None) -> None:
         """Fine-tune on the task's measurements so far (failed ones skipped), starting from
         the meta-learned weights, with the checkpoint's adaptation (its inner loop, scope
@@ -171,6 +174,7 @@ class MetaTuneCostModel(PyCostModel):
         :meth:`tuner.models.ensemble.EnsembleCostModel.member_scores` gives)."""
         return self.scores(context, candidates, keys)[None]
 
+    @torch_threads()  # tiny tensors: one thread (metatune.threads)
     def scores(self, context, candidates, keys: list[int] | None = None) -> np.ndarray:
         """What :meth:`predict` returns; ``keys``: the candidates' structural hashes
         (:func:`candidate_keys`) when the caller has them (MetaSchedule's ``predict`` takes

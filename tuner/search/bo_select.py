@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import torch
 
+from metatune.threads import torch_threads
 from tuner.search.params import BOConfig
 
 logger = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ def greedy_batch(samples: torch.Tensor, n_hist: int, q: int, acquisition: str,
     return chosen
 
 
+@torch_threads()  # a GP of a few hundred points: one thread (metatune.threads)
 def select_batch(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
                  hist_prior: np.ndarray, hist_y: np.ndarray, q: int,
                  params: BOConfig | None = None, *, seed: int = 0,
@@ -233,6 +235,7 @@ def _task_gp(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
     return fit_gp(hx, as_t(_standardize(hist_y)).unsqueeze(-1)), hx, px
 
 
+@torch_threads()  # a GP of a few hundred points: one thread (metatune.threads)
 def posterior_mean(pool_x: np.ndarray, pool_prior: np.ndarray, hist_x: np.ndarray,
                    hist_prior: np.ndarray, hist_y: np.ndarray, *,
                    device: torch.device | None = None) -> np.ndarray:
