@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from metatune.errors import ConfigError
+from tuner.engine.custom_rules import register_pool_rules
 from tuner.engine.intrinsics import load_tensor_intrinsics
 
 
@@ -125,6 +126,7 @@ def extract_tasks(relax_mod, target, lowering: Lowering = Lowering()) -> list[Ta
     from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract
 
     load_tensor_intrinsics((target.kind.name,))
+    register_pool_rules()  # TVM's pooling names rules TVM never registers
     with target, tvm.transform.PassContext(opt_level=3):
         fused = fuse_pipeline(target, lowering)(relax_mod)
     extracted = ms_extract(fused, target)
