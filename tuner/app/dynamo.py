@@ -30,7 +30,6 @@ installed package (``pyproject.toml``), so ``backend="metatune"`` needs no impor
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -39,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from metatune.errors import ConfigError, MetaTuneError, TuningMemoryError, WorkDirError, one_line
-from tuner.app.preflight import OLD_LAYOUT, SETTINGS_FILE
+from tuner.app.preflight import OLD_LAYOUT, read_settings
 from tuner.engine.database import (
     RECORD_FILE,
     describe_target,
@@ -124,13 +123,8 @@ def fall_back(gm, reason: str) -> Callable:
 
 def work_dir_layout(work_dir: str) -> str:
     """The data layout a work dir was tuned in (its ``settings.json``)."""
-    try:
-        with open(os.path.join(work_dir, SETTINGS_FILE), encoding="utf-8") as f:
-            settings = json.load(f)
-    except (OSError, ValueError):
-        return DEFAULT_LAYOUT
-    return str(settings.get("layout") or OLD_LAYOUT) if isinstance(settings, dict) \
-        else DEFAULT_LAYOUT
+    settings = read_settings(work_dir)
+    return DEFAULT_LAYOUT if settings is None else str(settings.get("layout") or OLD_LAYOUT)
 
 
 def open_memory(opts: BackendOptions, target_info):

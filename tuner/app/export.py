@@ -29,6 +29,7 @@ from tuner.app.artifact import (
     signature,
     write_artifact,
 )
+from tuner.app.preflight import read_settings
 from tuner.engine.database import RECORD_FILE, record_targets
 from tuner.engine.targets import is_cross, runs_here
 from tuner.engine.tasks import Lowering
@@ -36,7 +37,6 @@ from tuner.engine.tasks import Lowering
 logger = logging.getLogger("metatune")
 
 REPORT_FILE = "report.json"
-SETTINGS_FILE = "settings.json"
 PREDICTED_RECORDS = os.path.join("predicted", RECORD_FILE)
 
 
@@ -103,12 +103,7 @@ def read_work_dir(work_dir: str) -> tuple[dict[str, Any], dict[str, Any], int]:
     if not isinstance(config, dict):
         raise WorkDirError(f"{os.path.join(work_dir, REPORT_FILE)} has no config: rerun the "
                            "same tune.py command to rewrite it")
-    try:
-        with open(os.path.join(work_dir, SETTINGS_FILE), encoding="utf-8") as f:
-            settings = json.load(f)
-    except (OSError, ValueError):
-        settings = {}
-    return report, settings if isinstance(settings, dict) else {}, records
+    return report, read_settings(work_dir) or {}, records
 
 
 def build_target(config: dict[str, Any], work_dir: str):

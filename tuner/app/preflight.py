@@ -177,20 +177,31 @@ def check_records_target(work_dir: str, target_info) -> None:
         f"--target for the CPU they were measured on")
 
 
+def _read_json(path: str) -> dict[str, Any] | None:
+    """A JSON object file, or ``None`` when it is missing, unreadable or not an object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_settings(work_dir: str) -> dict[str, Any] | None:
+    """The work dir's ``settings.json`` (:func:`run_settings`, written by
+    :func:`check_resume`), or ``None`` when it has none (or an unreadable one)."""
+    return _read_json(os.path.join(work_dir, SETTINGS_FILE))
+
+
 def _stored_settings(work_dir: str) -> dict[str, Any] | None:
     """The settings of the run that made the work dir (``settings.json``, else the
     ``report.json`` of a run that predates it), or ``None``."""
-    for name in (SETTINGS_FILE, "report.json"):
-        try:
-            with open(os.path.join(work_dir, name), encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if name == SETTINGS_FILE:
-            return data
-        if isinstance(data, dict) and "cost_model" in data and "search" in data:
-            return {"cost_model": data["cost_model"], "search": data["search"],
-                    "graph": data.get("graph"), "target": None}
+    if (settings := read_settings(work_dir)) is not None:
+        return settings
+    data = _read_json(os.path.join(work_dir, "report.json"))
+    if data is not None and "cost_model" in data and "search" in data:
+        return {"cost_model": data["cost_model"], "search": data["search"],
+                "graph": data.get("graph"), "target": None}
     return None
 
 
