@@ -22,7 +22,7 @@ import torch
 
 from metatune.errors import ConfigError
 from metatune.graph import encode
-from metatune.records import RECORD_FILE, ReadStats, iter_records, read_workload_json
+from metatune.records import RECORD_FILE, ReadStats, iter_records, read_meta, read_workload_json
 
 logger = logging.getLogger(__name__)
 
@@ -208,19 +208,10 @@ def iter_replayed(split_dir: str, names: Collection[str] | None = None,
                        stats.corrupt, skipped)
 
 
-def _split_meta(split_dir: str) -> dict | None:
-    """A split's ``meta.json`` (``None`` when it has none)."""
-    path = os.path.join(split_dir, "meta.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def dataset_platform(split_dir: str) -> dict:
     """Where a split was measured: ``target``, ``cpu``, ``cpu_flags`` (from its ``meta.json``;
     empty when it has none)."""
-    meta = _split_meta(split_dir)
+    meta = read_meta(split_dir)
     if meta is None:
         return {}
     settings = meta.get("settings") or {}
@@ -233,7 +224,7 @@ def dataset_platform(split_dir: str) -> dict:
 def dataset_layout(split_dir: str) -> str:
     """The data layout a split's 2-D convolutions were measured in: ``NHWC`` when its
     ``meta.json`` settings say so (the ``*-nhwc`` splits), else ``NCHW``."""
-    return ((_split_meta(split_dir) or {}).get("settings") or {}).get("layout", "NCHW")
+    return ((read_meta(split_dir) or {}).get("settings") or {}).get("layout", "NCHW")
 
 
 def as_split_dirs(split_dirs: str | Sequence[str]) -> list[str]:

@@ -93,6 +93,16 @@ def _open(path: str):
     raise FileNotFoundError(f"{path} (or {path}.gz) does not exist")
 
 
+def read_meta(split_dir: str) -> dict | None:
+    """A dataset split's ``meta.json`` (written by the collector,
+    :func:`tuner.app.collect_dataset.write_meta`), or ``None`` where it has none yet."""
+    path = os.path.join(split_dir, "meta.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def read_workload_json(db_dir: str) -> list[list | None]:
     """The workload file's JSON entries in index order (``None`` for corrupt lines)."""
     entries: list[list | None] = []

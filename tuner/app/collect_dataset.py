@@ -10,7 +10,6 @@ what, where and how it was measured, and unpacked again when a run resumes witho
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import os
 import shutil
@@ -19,7 +18,7 @@ from typing import Any
 
 from metatune.errors import DatasetSettingsError
 from metatune.files import write_json_atomic
-from metatune.records import RECORD_FILE, WORKLOAD_FILE
+from metatune.records import RECORD_FILE, WORKLOAD_FILE, read_meta
 from tuner.app.collect_config import CollectConfig
 from tuner.app.collect_plan import Entry, networks_setting, split_layout
 
@@ -55,15 +54,6 @@ def split_settings(settings: dict[str, Any], split: str) -> dict[str, Any]:
     """A split's measurement settings: an NHWC split records its layout too (the NCHW
     splits, collected before layouts were a choice, record none)."""
     return {**settings, "layout": "NHWC"} if split_layout(split) == "NHWC" else settings
-
-
-def read_meta(split_dir: str) -> dict[str, Any] | None:
-    """A split's ``meta.json`` (:func:`write_meta`), or ``None`` where it has none yet."""
-    path = os.path.join(split_dir, "meta.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def check_settings(split_dir: str, settings: dict[str, Any]) -> None:

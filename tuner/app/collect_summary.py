@@ -7,9 +7,8 @@ import os
 from typing import Any
 
 from metatune.files import write_json_atomic
-from metatune.records import RECORD_FILE, ReadStats, iter_records, read_workload_hashes
+from metatune.records import RECORD_FILE, ReadStats, iter_records, read_meta, read_workload_hashes
 from tuner.app.collect_config import SPLITS
-from tuner.app.collect_dataset import read_meta
 
 
 def summarize(out_dir: str, work_dir: str | None = None) -> dict[str, Any]:
