@@ -11,7 +11,7 @@ import numpy as np
 
 from metatune.errors import CheckFailedError
 from tuner.engine.tasks import Lowering, fuse_pipeline
-from tuner.engine.timing import Latency, WindowTimer
+from tuner.engine.timing import Latency, WindowTimer, torch_timer
 
 logger = logging.getLogger(__name__)
 
@@ -225,27 +225,16 @@ def check_output(actual: np.ndarray, expected: np.ndarray, rtol: float) -> float
 
 def time_torch(module, x: np.ndarray, repeat: int, num_threads: int,
                compile: bool = False) -> Latency:
-    """Median latency of PyTorch on the CPU, ``num_threads`` threads.
+    """Median latency of single PyTorch calls on the CPU, ``num_threads`` threads: the
+    windows of :func:`tuner.engine.timing.torch_timer` one call long (after its 3 warm-up
+    runs, which include compilation).
 
     Args:
         module: The ``nn.Module`` in eval mode.
         x: The input array.
-        repeat: Timed repeats (after 3 warm-up runs, which include compilation).
+        repeat: Timed calls.
         num_threads: ``torch.set_num_threads`` value.
         compile: Time ``torch.compile(module)`` (inductor) instead of eager.
     """
-    import torch
-
-    torch.set_num_threads(num_threads)
-    if compile:
-        module = torch.compile(module)
-    inp = torch.from_numpy(x)
-    runs = []
-    with torch.inference_mode():
-        for _ in range(3):
-            module(inp)
-        for _ in range(repeat):
-            start = time.perf_counter()
-            module(inp)
-            runs.append((time.perf_counter() - start) * 1e3)
+    runs = torch_timer(module, x, num_threads, compile=compile)(repeat, 0.0)
     return Latency(statistics.median(runs), runs)
