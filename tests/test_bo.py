@@ -140,6 +140,43 @@ def test_search_never_repeats_and_survives_failures(context_and_candidates):
     assert rounds == 3 and len(seen) == 24
 
 
+def test_carried_over_candidates_keep_their_hashes(context_and_candidates, monkeypatch):
+    import tvm_ffi
+
+    ctx, _ = context_and_candidates
+    search = BatchBOSearch({"population_size": 16, "init_min_unmeasured": 8},
+                           BOConfig(pool_size=16, population=16, carry=8, mc_samples=16))
+    ctx2 = ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator="post-order-apply",
+                          search_strategy=search, rand_state=1, num_threads=1)
+    ctx2.pre_tuning(max_trials=16, num_trials_per_iter=8,
+                    design_spaces=ctx2.generate_design_space(),
+                    database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    hash_of = tvm_ffi.structural_hash
+    for _ in range(2):
+        batch = ctx2.generate_measure_candidates()
+        ctx2.notify_runner_results(batch, [ms.runner.RunnerResult([1e-3 * (1 + i)], None)
+                                           for i in range(len(batch))])
+        assert search.leftover and len(search.leftover) == len(search.leftover_hashes)
+        assert search.leftover_hashes == [hash_of(c.sch.mod) for c in search.leftover]
+    sampler, drawn, hashed = search.inner, [], []
+
+    class Counting:  # the sampler, counting what it draws
+        def generate_measure_candidates(self):
+            fresh = list(sampler.generate_measure_candidates())
+            drawn.extend(fresh)
+            return fresh
+
+        def notify_runner_results(self, *args):
+            sampler.notify_runner_results(*args)
+
+    search._inst.inner = Counting()
+    monkeypatch.setattr(tvm_ffi, "structural_hash", lambda m: hashed.append(m) or hash_of(m))
+    carried = list(search.leftover)
+    pool = search._pool()
+    assert carried and drawn and len(hashed) == len(drawn)  # the carried: not hashed again
+    assert search.pool_hashes == [hash_of(c.sch.mod) for c in pool]
+
+
 def test_preloaded_records_serve_as_history_without_a_second_replay(
         context_and_candidates, monkeypatch):
     from tvm_ffi import structural_hash

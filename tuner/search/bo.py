@@ -109,6 +109,8 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
         self.hist_cands: list = []
         self.hist_y: list[float] = []  # throughput 1 / seconds, 0 for failures
         self.leftover: list = []
+        self.leftover_hashes: list[int] = []  # theirs, kept: not hashed again
+        self.pool_hashes: list[int] = []  # the structural hashes of the last pool drawn
         self.cold_failed = False
 
     def _initialize_with_tune_context(self, context) -> None:
@@ -176,17 +178,22 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
                            str(err).strip().splitlines()[-1])
             if sampler is self.cold:
                 self.cold_failed = True  # from now on the regular sampler proposes
-            return list(self.leftover) if self.leftover else []
+            self.pool_hashes = list(self.leftover_hashes)
+            return list(self.leftover)
         if fresh is None and not self.leftover:
             return None
-        pool, hashes = [], set()
-        for cand in [*(fresh or []), *self.leftover]:
-            h = structural_hash(cand.sch.mod)
-            if h not in self.seen and h not in hashes:
-                hashes.add(h)
+        drawn = fresh is not None
+        fresh = list(fresh or [])
+        pool, self.pool_hashes, taken = [], [], set()
+        for cand, h in zip([*fresh, *self.leftover],
+                           [*(structural_hash(c.sch.mod) for c in fresh), *self.leftover_hashes],
+                           strict=True):
+            if h not in self.seen and h not in taken:
+                taken.add(h)
+                self.pool_hashes.append(h)
                 pool.append(cand)
-        if fresh is not None:  # the sampler's own trial counter must advance
-            sampler.notify_runner_results(list(fresh), [_failed()] * len(fresh))
+        if drawn:  # the sampler's own trial counter must advance
+            sampler.notify_runner_results(fresh, [_failed()] * len(fresh))
         return pool
 
     def _predict(self, candidates: list) -> np.ndarray:
@@ -217,6 +224,7 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
         rest = sorted((i for i in range(len(pool)) if i not in picked),
                       key=lambda i: -pool_prior[i])
         self.leftover = [pool[i] for i in rest[: self.params.carry]]
+        self.leftover_hashes = [self.pool_hashes[i] for i in rest[: self.params.carry]]
         self.rounds += 1
         if OBSERVERS:
             _notify("on_round", self, list(pool), list(chosen), np.array(pool_prior))
