@@ -1,5 +1,10 @@
 """The maintained benchmarks, run from the repository root as ``python -m bench.<name>``:
 
+- ``tuning_speed`` (with ``tuning_speed_timing``, ``tuning_speed_page``,
+  ``tuning_speed_records``): the default against xgb on whole networks along a budget
+  ladder, every rung's build timed side by side;
+- ``attribution`` (a package): each part of the default switched on in xgb and off in the
+  default, on held-out tasks;
 - ``pytorch_parity`` (with :mod:`bench.parity_convs`): tuned networks against PyTorch eager
   and ``torch.compile``, conv by conv;
 - ``runtimes`` (with :mod:`bench.runtime_timers`): the tuned build beside PyTorch eager,
