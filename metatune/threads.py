@@ -4,10 +4,13 @@ The tuner's tensors are small: a GCN over a few hundred candidates' graphs, a he
 units adapted on at most 256 embeddings, a GP over a few hundred points. Split over
 several OpenMP threads, each of their thousands of tiny operations waits at a barrier for
 every thread, and a thread that the OS has given to another job (TVM's builder and runner,
-the evaluation, another tuning run) stalls all of them. Measured on the 2-core development
-machine under load (``docs/lab/search/round-overhead.md``): 50 fine-tuning steps took 0.9 to
-1.3 s on 2 threads and 0.13 to 0.16 s on one; a GP selection 5x longer on 2. On one thread
-the GCN's embeddings and the fine-tuned weights came out the same to the last bit.
+another tuning run) stalls all of them while the others spin. On the 2-core development
+machine, with other jobs beside it (``docs/lab/search/round-overhead.md``): a round's search
+took 3.4 s instead of 10.7 s (CPU 3.2 s instead of 10.5 s) and its fine-tuning 0.08 s
+instead of 3.2 s, choosing the same candidates in every round; resnet-18's tuning with 48
+trials took 89-96 s instead of 197 s. On one thread the GCN's embeddings and the fine-tuned
+scores come out the same to the last bit; the GP's posterior can differ in its last bits
+(a different summation order), which left every chosen batch the same where compared.
 
 :func:`torch_threads` runs a block on :data:`TUNER_THREADS` threads and restores the
 previous setting after it, so PyTorch code outside (the evaluation's timings set their
