@@ -127,7 +127,7 @@ def worker(torch_threads: int, sampler_threads: int, rounds: int, batch: int,
     model = build_cost_model(cfg, info)
     search = make_search(cfg.search, cfg.search_params, seed=cfg.seed, device=cfg.device)
     ctx = make_contexts([task], target=info.target, search=search,
-                        work_dir=tempfile.mkdtemp(prefix="round-overhead-"), seed=cfg.seed,
+                        work_dir=os.path.dirname(out), seed=cfg.seed,  # its logs: a temp dir
                         num_threads=sampler_threads)[0]
     db = ms.database.MemoryDatabase()
     ctx.pre_tuning(max_trials=rounds * batch, num_trials_per_iter=batch,
