@@ -72,6 +72,12 @@ def tune_command(step: str, networks: dict[str, str], work_root: str, trials: in
     return cmd, work_dir
 
 
+def shown(cmd: list[str]) -> str:
+    """A command as the page and the records show it: from the repository root, without
+    the interpreter's path (``tune.py --network ...``)."""
+    return " ".join(cmd[1:]).replace(REPO + os.sep, "")
+
+
 def tune_step(step: str, cmd: list[str], work_dir: str, work_root: str) -> dict[str, Any]:
     """Run one tuning step (``first`` from a fresh memory and work dir) and record it."""
     if step == "first":  # the memory must start empty: an earlier attempt's is removed
@@ -85,14 +91,14 @@ def tune_step(step: str, cmd: list[str], work_dir: str, work_root: str) -> dict[
         report = json.load(f)
     memory = report.get("memory") or {}
     return {
-        "step": step, "network": report["network"], "work_dir": work_dir,
+        "step": step, "network": report["network"], "work_dir": os.path.relpath(work_dir, REPO),
         "trials": report["trials"], "trials_run": report["trials_run"],
         "tuning_seconds": report["tuning_seconds"], "run_seconds": round(wall, 1),
         "tasks": len(report.get("tasks") or []), "known": memory.get("known", 0),
         "records_copied": memory.get("records_copied", 0), "budget": memory.get("budget"),
         "transfer": memory.get("transfer"), "preset": report.get("preset"),
         "target": report["target"], "machine": report["machine"], "runtime": report["runtime"],
-        "code": report.get("code"), "command": " ".join(cmd[1:]),
+        "code": report.get("code"), "command": shown(cmd),
     }
 
 
@@ -254,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 for step in STEPS}
     if args.dry_run:
         for step, (cmd, _) in commands.items():
-            print(f"{step}: {' '.join(cmd[1:])}")
+            print(f"{step}: {shown(cmd)}")
         print(f"{SIDE_BY_SIDE}: time {commands['second-with-memory'][1]} and "
               f"{commands['second-alone'][1]} in alternating rounds")
         return 0
