@@ -122,9 +122,9 @@ class TransferSearch(PySearchStrategy):
         try:
             candidates, stats = self.provider(self.context, self.k or room)
         except Exception as err:  # noqa: BLE001 - transfer must never stop a tuning run
+            why = (str(err).strip().splitlines() or [type(err).__name__])[-1]
             logger.warning("%s: schedule transfer failed (%s); the search starts alone",
-                           getattr(self.context, "task_name", "task"),
-                           str(err).strip().splitlines()[-1:] or type(err).__name__)
+                           getattr(self.context, "task_name", "task"), why)
             candidates, stats = [], ReplayStats()
         candidates = list(candidates)[:room]
         self.tally.tasks += 1
