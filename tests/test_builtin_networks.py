@@ -36,6 +36,17 @@ def test_each_network_has_its_own_default_input_shape():
         builtin_input_shape("bert-base", None)
 
 
+def test_a_sequence_longer_than_bert_tinys_positions_is_refused_before_import():
+    from tuner.engine.builtin_models import EncoderConfig
+    from tuner.engine.networks import builtin
+
+    most = EncoderConfig().max_positions
+    assert builtin("bert-tiny").max_dims == ((0, most),)  # the encoder's own bound
+    assert builtin_input_shape("bert-tiny", (most, 128)) == (most, 128)
+    with pytest.raises(ConfigError, match=rf"at most {most} in dim 1"):
+        builtin_input_shape("bert-tiny", (most + 1, 128))
+
+
 def test_a_builtin_builds_seeded_in_eval_mode():
     a, b = builtin_module("bert-tiny"), builtin_module("bert-tiny")
     assert not a.training

@@ -34,12 +34,15 @@ class BuiltinNetwork:
         fixed_dims: The positions in ``input_shape`` that ``--input-shape`` may not change
             (an image network's channels, an encoder's hidden size).
         takes: What the input is, for messages.
+        max_dims: ``(position, largest size)`` of the dimensions that have a bound (an
+            encoder's sequence: its position embeddings).
     """
 
     factory: str
     input_shape: tuple[int, ...] = DEFAULT_INPUT_SHAPE
     fixed_dims: tuple[int, ...] = (0,)
     takes: str = "an image, channels x height x width"
+    max_dims: tuple[tuple[int, int], ...] = ()
 
 
 _ENCODER_INPUT = "token embeddings (float, the word-embedding lookup's output), sequence x hidden"
@@ -53,7 +56,7 @@ BUILTIN_NETWORKS: dict[str, BuiltinNetwork] = {
     "mobilenet-v2": BuiltinNetwork("torchvision.models:mobilenet_v2"),
     "convnext-atto": BuiltinNetwork("tuner.engine.builtin_models:convnext_atto"),
     "bert-tiny": BuiltinNetwork("tuner.engine.builtin_models:bert_tiny", (128, 128), (1,),
-                                _ENCODER_INPUT),
+                                _ENCODER_INPUT, ((0, 512),)),
 }
 
 
@@ -125,7 +128,8 @@ def builtin_input_shape(name: str, given: tuple[int, ...] | None) -> tuple[int, 
 
     Raises:
         UnknownNetworkError: ``name`` is not a built-in network.
-        ConfigError: ``given`` has another rank or changes a fixed dimension.
+        ConfigError: ``given`` has another rank, changes a fixed dimension or exceeds a
+            bounded one.
     """
     spec = builtin(name)
     if given is None:
@@ -137,6 +141,11 @@ def builtin_input_shape(name: str, given: tuple[int, ...] | None) -> tuple[int, 
             f"--input-shape {','.join(map(str, given))}: {name} takes {spec.takes}, "
             f"{len(default)} dims without the batch with {fixed} (default "
             f"{','.join(map(str, default))})")
+    for i, most in spec.max_dims:
+        if given[i] > most:
+            raise ConfigError(
+                f"--input-shape {','.join(map(str, given))}: {name} takes at most {most} in "
+                f"dim {i + 1} ({spec.takes}); pass {most} or less")
     return tuple(given)
 
 
