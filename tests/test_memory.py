@@ -145,6 +145,18 @@ def test_a_line_cut_by_a_kill_is_skipped_and_the_next_append_is_whole(tmp_path, 
     assert isinstance(ms.database.OrderedUnionDatabase(view), ms.database.Database)
 
 
+def test_the_view_skips_a_record_this_tvm_cannot_read(tmp_path, source):
+    from tuner.engine.memory_view import MemoryView
+
+    memory = MachineMemory.open(str(tmp_path), key())
+    items = items_of(source)
+    workload, body = items[0]
+    bad = [[["not an instruction"]], [1e-6], *body[2:]]  # the fastest: first asked for
+    memory.add([*items, (workload, bad)])
+    view = MemoryView(memory)
+    assert len(view.get_all_tuning_records()) == len(items)
+
+
 APPENDER = """
 import json, sys
 from tuner.engine.memory import MachineMemory, MemoryKey

@@ -4,11 +4,15 @@ compile asks for it, so a large memory costs nothing for the workloads a graph l
 
 from __future__ import annotations
 
+import logging
+
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.database import PyDatabase
 
 from metatune.errors import TuningMemoryError
 from tuner.engine.memory import MachineMemory, workload_key
+
+logger = logging.getLogger(__name__)
 
 
 @derived_object
@@ -37,8 +41,13 @@ class MemoryView(PyDatabase):
     def get_top_k(self, workload, top_k: int) -> list:
         from tvm.s_tir.meta_schedule.database import TuningRecord
 
-        records = self.memory.best(workload_key(workload.mod), top_k)
-        return [TuningRecord.from_json(r.body, workload) for r in records]
+        out = []
+        for r in self.memory.best(workload_key(workload.mod), top_k):
+            try:  # a record this TVM cannot read back is skipped, as commit_records does
+                out.append(TuningRecord.from_json(r.body, workload))
+            except Exception as err:  # noqa: BLE001 - TVM raises its own types on a bad trace
+                logger.debug("a memory record does not load: %s", err)
+        return out
 
     def get_all_tuning_records(self) -> list:
         from tvm.s_tir.meta_schedule.database import Workload
