@@ -31,6 +31,12 @@ def in_repo(path: str) -> str:
     return os.path.join(REPO, path)
 
 
+def network_args(network: str) -> list[str]:
+    """``tune.py``'s flags for a built-in network name (``--network``) or a
+    ``module:callable`` spec (``--model``)."""
+    return ["--model", network] if ":" in network else ["--network", network]
+
+
 def show_slow_steps() -> None:
     """Log warnings, and the progress of the one slow step a benchmark's first run may take:
     building xgb-Xfer's base model (about 10 minutes on 2 cores, cached in ``work/cache``

@@ -39,6 +39,7 @@ from bench.common import (
     in_repo,
     machine_lines,
     measured_span,
+    network_args,
     provenance,
     recorded_run,
     run_command,
@@ -53,11 +54,6 @@ STEPS = {"first": ("first", "memory", "the first network, fresh memory"),
          "second-with-memory": ("second", "memory", "the second network, after the first"),
          "second-alone": ("second", "memory-empty", "the second network, empty memory")}
 SIDE_BY_SIDE = "side-by-side"
-
-
-def network_args(spec: str) -> list[str]:
-    """``tune.py``'s flags for a built-in network name or a ``module:callable`` spec."""
-    return ["--model", spec] if ":" in spec else ["--network", spec]
 
 
 def tune_command(step: str, networks: dict[str, str], work_root: str, trials: int,

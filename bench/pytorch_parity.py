@@ -33,6 +33,7 @@ from bench.common import (
     in_repo,
     machine_lines,
     median,
+    network_args,
     provenance,
     run_command,
     write_results,
@@ -56,11 +57,6 @@ def slug(network: str) -> str:
 
 def record_path(network: str, seed: int, budget: int, runs: str | None = None) -> str:
     return os.path.join(runs or RUNS, f"{slug(network)}-s{seed}-{budget}.json")
-
-
-def network_args(network: str) -> list[str]:
-    """``tune.py``'s flags for a built-in network name or a ``module:callable`` spec."""
-    return ["--model", network] if ":" in network else ["--network", network]
 
 
 def run_stage(network: str, seed: int, budget: int, work_root: str, extra: list[str],

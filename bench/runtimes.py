@@ -36,6 +36,7 @@ from bench.common import (
     in_repo,
     machine_lines,
     measured_span,
+    network_args,
     provenance,
     recorded_run,
     run_command,
@@ -65,8 +66,7 @@ def tune_work_dir(network: str, budget: int, work_dir: str, extra: list[str]) ->
     """Tune (or resume) ``work_dir`` to ``budget`` trials with ``tune.py`` (its evaluation
     off: this benchmark times the build itself); the work dir's ``report.json``. A
     ``module:callable`` ``network`` is passed as ``--model``, a name as ``--network``."""
-    cmd = [sys.executable, os.path.join(REPO, "tune.py"),
-           "--model" if ":" in network else "--network", network,
+    cmd = [sys.executable, os.path.join(REPO, "tune.py"), *network_args(network),
            "--trials", str(budget), "--work-dir", work_dir, "evaluate.enabled=false",
            "progress=false", "tensorboard=false", *extra]
     print("$", " ".join(cmd[1:]), flush=True)
