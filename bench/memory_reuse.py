@@ -74,11 +74,21 @@ def shown(cmd: list[str]) -> str:
     return " ".join(cmd[1:]).replace(REPO + os.sep, "")
 
 
+def fresh_start(step: str, work_dir: str, work_root: str) -> None:
+    """Remove what an earlier, unrecorded attempt at ``step`` left: its work dir (a resumed
+    run would report only the resumed part's trials and time), and its memory when no
+    earlier step fills it (``first``'s and ``second-alone``'s start empty)."""
+    memory = STEPS[step][1]
+    paths = [work_dir]
+    if next(s for s, (_, m, _) in STEPS.items() if m == memory) == step:
+        paths.append(os.path.join(work_root, memory))
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def tune_step(step: str, cmd: list[str], work_dir: str, work_root: str) -> dict[str, Any]:
-    """Run one tuning step (``first`` from a fresh memory and work dir) and record it."""
-    if step == "first":  # the memory must start empty: an earlier attempt's is removed
-        for path in (work_dir, os.path.join(work_root, STEPS[step][1])):
-            shutil.rmtree(path, ignore_errors=True)
+    """Run one tuning step from a fresh work dir (:func:`fresh_start`) and record it."""
+    fresh_start(step, work_dir, work_root)
     print("$", " ".join(cmd[1:]), flush=True)
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=REPO)

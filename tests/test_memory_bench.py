@@ -69,3 +69,16 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
         in with_memory and f"memory.path={root / 'memory-empty'} " in alone
     assert all(ln.endswith("seed=1") for ln in lines[:3])
     assert not root.exists()
+
+
+def test_a_step_run_again_starts_from_a_fresh_work_dir_and_its_own_memory(tmp_path):
+    root = str(tmp_path)
+    for name in ("first", "second-with-memory", "second-alone", "memory", "memory-empty"):
+        (tmp_path / name).mkdir()
+    memory_reuse.fresh_start("second-with-memory", str(tmp_path / "second-with-memory"), root)
+    assert not (tmp_path / "second-with-memory").exists()
+    assert (tmp_path / "memory").exists()  # the first network's records: kept
+    memory_reuse.fresh_start("second-alone", str(tmp_path / "second-alone"), root)
+    assert not (tmp_path / "second-alone").exists() and not (tmp_path / "memory-empty").exists()
+    memory_reuse.fresh_start("first", str(tmp_path / "first"), root)
+    assert not (tmp_path / "first").exists() and not (tmp_path / "memory").exists()
