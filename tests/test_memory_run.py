@@ -113,12 +113,13 @@ import sys, time
 from tuner.engine.memory import MachineMemory
 from tuner.engine.memory_lock import Claim, locked
 from tests.test_memory import items_of, key
-root, source, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
+root, source, hold, early = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 memory = MachineMemory.open(root, key())
 items = items_of(source)
 me = Claim.mine("work/other")
 with locked(memory.dir):
     memory.claims.take([items[0][0][0]], me)
+memory.add(items[:early])  # a first round of the task, the claim still held
 print("claimed", flush=True)
 time.sleep(hold)
 memory.add(items[:3])  # its records of the task, then the claim goes
@@ -127,15 +128,20 @@ with locked(memory.dir):
 """
 
 
-def _other_run(tmp_path, source_dir: str, hold: float) -> subprocess.Popen:
+def _other_run(tmp_path, source_dir: str, hold: float, early: int = 0) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", TUNER, str(tmp_path / "mem"), source_dir,
-                             str(hold)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                             str(hold), str(early)], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout.readline().strip() == "claimed"
     return proc
 
 
-def test_a_task_another_run_tunes_is_waited_for_not_measured_twice(tmp_path, source, caplog):
-    other = _other_run(tmp_path, source[0], hold=2.0)
+@pytest.mark.parametrize("early", [0, 1], ids=["no-round-yet", "a-round-in-the-memory"])
+def test_a_task_another_run_tunes_is_waited_for_not_measured_twice(tmp_path, source, caplog,
+                                                                    early):
+    # with a round of it already in the memory, the task is still the other run's (not
+    # known): this run waits for its end instead of compiling its first round
+    other = _other_run(tmp_path, source[0], hold=2.0, early=early)
     caplog.set_level(logging.INFO)
     run, database = _run(tmp_path / "mem", tmp_path / "w", source[1])
     assert set(run.claimed) == {0} and run.skip == {0} and run.mine == [run.keys[1]]

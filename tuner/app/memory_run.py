@@ -187,7 +187,10 @@ class RunMemory:
             self.memory.files.refresh()
             tune = []
             for i, key in enumerate(self.keys):
-                if not retune and self.memory.known(key) and self.own(i) == 0:
+                # a task another live run is tuning is not known yet, even when some of
+                # its rounds are in the memory: it is claimed, and waited for below
+                held = self.memory.claims.holder(key, self.me) is not None
+                if not retune and not held and self.memory.known(key) and self.own(i) == 0:
                     self.known.add(i)
                 else:
                     tune.append(i)
