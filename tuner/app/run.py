@@ -191,6 +191,12 @@ def _evaluate(report: dict[str, Any], network, target_info, database, ecfg: Eval
     report["timing"] = {"rounds": ecfg.rounds, "windows": len(latency["tuned"].runs_ms),
                         "min_window_ms": ecfg.min_repeat_ms, "order": "alternating",
                         "warm_call": True, "where": where}
+    close = getattr(tuned, "close", None)
+    if close is not None:  # a remote build's session ends before the next one asks
+        timers.clear()
+        close()
     if ecfg.untuned:  # slow (no schedules at all): timed apart, after the others
         untuned = load(build_untuned(network.relax_mod, target_info.target))
         report["latency_ms"]["untuned"] = untuned.time(x, ecfg.untuned_repeat, 0).median_ms
+        if (close := getattr(untuned, "close", None)) is not None:
+            close()

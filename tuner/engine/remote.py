@@ -25,6 +25,10 @@ from tuner.engine.rpc import RPCSettings
 from tuner.engine.timing import Latency, WindowTimer
 
 FUNCTION = "main"
+#: The shortest server-side limit of an evaluation session: it uploads, loads, checks and
+#: times a whole network (minutes on a slow device), where a measurement session's limit
+#: (``runner.rpc.session_timeout_sec``) is sized for one candidate.
+EVALUATION_SESSION_SEC = 600
 
 
 def rpc_where(rpc: RPCSettings) -> str:
@@ -67,8 +71,8 @@ class RemoteNetwork:
         at = f"key {rpc.key!r} of the tracker {rpc.tracker_host}:{rpc.tracker_port}"
         try:
             tracker = tvm_rpc.connect_tracker(rpc.tracker_host, rpc.tracker_port)
-            self.session = tracker.request(rpc.key, priority=1,
-                                           session_timeout=int(rpc.session_timeout_sec) or 60)
+            timeout = max(int(rpc.session_timeout_sec or 0), EVALUATION_SESSION_SEC)
+            self.session = tracker.request(rpc.key, priority=1, session_timeout=timeout)
         except Exception as err:  # TVM raises its own types (and TimeoutError) here
             raise RunnerUnavailableError(
                 f"no RPC server to time on ({at}: {one_line(err, 160)}); start a tracker and "
@@ -82,6 +86,12 @@ class RemoteNetwork:
             raise RunnerUnavailableError(f"the RPC server ({at}) cannot load "
                                          f"{os.path.basename(library)} ({one_line(err, 200)})"
                                          ) from err
+
+    def close(self) -> None:
+        """End the session, so that the server goes back to the tracker (with one server
+        under the key, the next build's session waits for this one to end)."""
+        self.vm = self.device = None
+        self.session = None
 
     def _tensors(self, arrays: Sequence[np.ndarray]) -> list:
         import tvm
