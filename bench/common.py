@@ -16,12 +16,10 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: The ``tune.py`` override that keeps a run away from the machine's tuning memory
-#: (docs/memory.md), so that every method, seed and budget starts from the same state.
-NO_MEMORY = "memory.enabled=false"
 # No benchmark reads or adds to this machine's tuning memory unless it names one
 # (memory.path=..., as bench.memory_reuse does): every tune.py it starts inherits this, and
-# the torch.compile backend it runs reads no memory either.
+# the torch.compile backend it runs reads no memory either, so that every method, seed and
+# budget starts from the same state (docs/memory.md).
 os.environ["METATUNE_MEMORY"] = "off"
 
 
