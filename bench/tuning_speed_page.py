@@ -12,6 +12,7 @@ trials. Per network, the median of each over the seeds that have the data.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 
 from bench.common import machine_lines, measured_span, repo_relative, write_results
@@ -185,7 +186,13 @@ def _verdict(value: float | None, goal: float, status: str = "reached") -> str:
     return "reached" if value <= goal else "**not reached**"
 
 
-def page(doc: dict, prov: dict, records: list[dict]) -> str:
+#: A file in a platform's records directory whose text the page shows under "Notes on
+#: these runs" (what the records cannot say: the machine's load, a change of code between
+#: rungs), kept with the records.
+NOTES_FILE = "NOTES.md"
+
+
+def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str:
     """The markdown page of :func:`collect`'s results (``doc``: the JSON document)."""
     g = GOAL
     lines = [TITLE, "", NETWORKS_PARAGRAPH, "",
@@ -260,7 +267,10 @@ def page(doc: dict, prov: dict, records: list[dict]) -> str:
               "- Latency: every build of a network (all presets, seeds and rungs) and "
               "PyTorch eager loaded into one process and timed side by side in alternating "
               "rounds, each the median of its windows; the same input, the same threads.",
-              "", "## Provenance", ""]
+              ""]
+    if run_notes.strip():
+        lines += ["## Notes on these runs", "", run_notes.strip(), ""]
+    lines += ["## Provenance", ""]
     lines += machine_lines(records)
     lines += ["- code (git commit) of the rungs:"]
     lines += ["  " + line for line in code_lines([r for r in records if "budget" in r])]
@@ -288,5 +298,10 @@ def write_page(runs: str, out: str, prov: dict, networks: list[str], platform: s
            "command": prov["command"], "date": prov["date"], "machine": prov["machine"],
            "target": prov["target"], "runtime": prov["runtime"],
            "measured": measured_span(got["records"])}
-    write_results(out + ".json", out + ".md", doc, page(doc, prov, got["records"]))
+    notes_path = os.path.join(runs, platform, NOTES_FILE)
+    run_notes = ""
+    if os.path.exists(notes_path):
+        with open(notes_path, encoding="utf-8") as f:
+            run_notes = f.read()
+    write_results(out + ".json", out + ".md", doc, page(doc, prov, got["records"], run_notes))
     return doc
