@@ -212,6 +212,18 @@ def test_page_and_json_from_records(tmp_path):
     assert "not measured yet: no rung of this network exists." in text
     assert "`test`: Test CPU (flags: avx2)" in text and "  - `abcdef123456`: 4 runs" in text
     assert "No rung yet." in text
+    assert "## Notes on these runs" not in text  # none written
+
+
+def test_the_records_notes_show_on_the_page(tmp_path):
+    runs = str(tmp_path / "runs")
+    _write_records(runs, "resnet-18")
+    with open(os.path.join(runs, PLATFORM, tsp.NOTES_FILE), "w", encoding="utf-8") as f:
+        f.write("- the machine was loaded\n")
+    out = str(tmp_path / "tuning-speed")
+    tsp.write_page(runs, out, PROV, ["resnet-18"], PLATFORM)
+    text = open(out + ".md", encoding="utf-8").read()
+    assert "## Notes on these runs\n\n- the machine was loaded\n\n## Provenance" in text
 
 
 def test_stub_paragraph_is_kept_verbatim():
