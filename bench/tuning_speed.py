@@ -11,7 +11,11 @@ as soon as it finishes. A rung whose record and artifact exist is not run again:
 command resumes. The order is budget-major (every network, seed and preset at 128 trials,
 then 256, ...), seeds in order within a budget, the presets alternating, so that a partial
 run covers every network at the low budgets first. ``--max-minutes`` stops between rungs.
-No run reads or writes the machine's tuning memory (``tune.py --no-memory``).
+No run reads or writes the machine's tuning memory: presets ``xgb`` and ``default`` run with
+``tune.py --no-memory``; preset ``first-run`` (opt in: ``--presets xgb default first-run``) is
+the default as a user's first ``tune.py`` run gets it, the tuning memory on but empty and
+schedule transfer from the shipped datasets, with a memory of its own in its work dir
+(``memory.path=<work dir>/memory``), so that no run reads another's records.
 
 Then (and with ``--time``, without tuning), for each network whose set of rung builds
 differs from the one it was last timed with, one process loads every rung artifact of the
@@ -23,6 +27,7 @@ and ``.json``) is written from the records (:mod:`bench.tuning_speed_page`).
 Examples:
     python -m bench.tuning_speed --budgets 128          # the first phase
     python -m bench.tuning_speed                        # the whole ladder (resumes)
+    python -m bench.tuning_speed --presets first-run --budgets 128   # as a first run
     python -m bench.tuning_speed --time                 # time what is exported, no tuning
     python -m bench.tuning_speed --report-only          # rewrite the page from the records
 """
@@ -30,6 +35,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -38,7 +44,7 @@ from typing import NamedTuple
 
 from bench.common import REPO, in_repo, provenance, repo_relative, run_command
 from bench.common import write_json_atomic as write_record
-from bench.tuning_speed_records import read_json, record_path, slug
+from bench.tuning_speed_records import FIRST_RUN, read_json, record_path, slug
 
 #: The networks, as ``tune.py`` takes them: a built-in name (``--network``) or a
 #: ``module:callable`` (``--model``). The last two were named on the page before any
@@ -47,15 +53,20 @@ NETWORKS = ("resnet-18", "mobilenet-v2", "torchvision.models:mobilenet_v3_small"
             "torchvision.models:regnet_y_400mf")
 #: The presets compared: MetaSchedule's own, and tune.py's default (no ``--preset``).
 PRESETS = ("xgb", "default")
+# FIRST_RUN (``first-run``) runs only when named (``--presets first-run``): tune.py's
+# default as a user's first run gets it, the tuning memory on and empty, schedule transfer
+# from the shipped datasets; its memory is its work dir's own (:func:`memory_dir`).
 SEEDS = (0, 1, 2)
 BUDGETS = (128, 256, 512, 1024, 2048)
-#: Arguments every ``tune.py`` run of this benchmark gets: the machine-wide tuning memory
-#: is neither read nor written by a benchmark run (:func:`check_tune_args` checks, before
-#: anything is tuned, that ``tune.py`` takes them and that none of
-#: :data:`REQUIRED_WHEN_OFFERED` is left out).
+#: Arguments every ``tune.py`` run of this benchmark gets but :data:`FIRST_RUN`'s: the
+#: machine-wide tuning memory is neither read nor written by a benchmark run
+#: (:func:`check_tune_args` checks, before anything is tuned, that ``tune.py`` takes them
+#: and that none of :data:`REQUIRED_WHEN_OFFERED` is left out).
 TUNE_ARGS: tuple[str, ...] = ("--no-memory",)
 #: ``tune.py`` flags that TUNE_ARGS must hold whenever ``tune.py --help`` offers them.
 REQUIRED_WHEN_OFFERED = ("--no-memory",)
+#: Config keys a user's overrides may not set: each preset's memory is this benchmark's.
+MEMORY_KEYS = ("memory.enabled", "memory.path")
 RUNS = "docs/bench/runs/tuning-speed"
 OUT = "docs/bench/tuning-speed"
 
@@ -89,6 +100,12 @@ def work_dir(work_root: str, rung: Rung) -> str:
     return os.path.join(work_root, f"{slug(rung.network)}-{rung.preset}-s{rung.seed}")
 
 
+def memory_dir(work: str) -> str:
+    """The private tuning memory of a :data:`FIRST_RUN` work dir (empty before its first
+    rung; later rungs find only the work dir's own records in it)."""
+    return os.path.join(work, "memory")
+
+
 def artifact_dir(work: str, budget: int) -> str:
     """Where a rung's build is exported."""
     return os.path.join(work, f"stage-{budget}")
@@ -102,32 +119,87 @@ def rung_done(record: dict | None, budget: int) -> bool:
     return False
 
 
-def check_tune_args() -> None:
-    """Refuse to tune unless ``tune.py`` takes every flag of :data:`TUNE_ARGS` and
-    :data:`TUNE_ARGS` holds every flag of :data:`REQUIRED_WHEN_OFFERED` it offers (the
-    tuning memory's ``--no-memory``).
+def check_tune_args(presets: list[str] | tuple[str, ...] = PRESETS,
+                    overrides: list[str] | tuple[str, ...] = ()) -> None:
+    """Refuse to tune unless every preset's ``tune.py`` arguments (:func:`tune_args`) keep
+    the machine's tuning memory out: ``tune.py`` takes every flag of them; those of every
+    preset but :data:`FIRST_RUN` hold every flag of :data:`REQUIRED_WHEN_OFFERED` that
+    ``tune.py`` offers (``--no-memory``) and leave the memory off; :data:`FIRST_RUN`'s
+    leave it on at the work dir's own :func:`memory_dir`, and nowhere else (as ``tune.py``
+    reads its arguments into its configuration); no override sets a key of
+    :data:`MEMORY_KEYS`.
 
     Raises:
-        SystemExit: A flag ``tune.py`` lacks, or one missing from :data:`TUNE_ARGS`.
+        SystemExit: A flag ``tune.py`` lacks, one missing, or a memory another run shares.
     """
     text = subprocess.run([sys.executable, os.path.join(REPO, "tune.py"), "--help"],
                           capture_output=True, text=True, check=True, cwd=REPO).stdout
     flags = {w.strip("[],") for w in text.split() if w.startswith(("--", "[--"))}
-    unknown = [f for f in TUNE_ARGS if f.startswith("--") and f not in flags]
-    if unknown:
-        raise SystemExit(f"tune.py does not take {', '.join(unknown)} (bench/tuning_speed.py's "
-                         "TUNE_ARGS): update tune.py, or TUNE_ARGS")
-    missing = [f for f in REQUIRED_WHEN_OFFERED if f in flags and f not in TUNE_ARGS]
-    if missing:
-        raise SystemExit(f"tune.py offers {', '.join(missing)} but bench/tuning_speed.py's "
-                         "TUNE_ARGS does not pass it: a benchmark run must not use the tuning "
-                         "memory; add it to TUNE_ARGS")
+    mine = [o for o in overrides if o.split("=", 1)[0] in MEMORY_KEYS]
+    if mine:
+        raise SystemExit(f"override {', '.join(mine)}: the tuning memory of each preset is "
+                         "bench/tuning_speed.py's (none, or the work dir's own for "
+                         f"{FIRST_RUN}); leave it out")
+    work = os.path.join(REPO, "work", "tuning-speed", "check")
+    args = {p: tune_args(Rung("alexnet", p, 0, 1), list(overrides), work) for p in presets}
+    for preset, a in args.items():
+        unknown = [f for f in a if f.startswith("--") and f not in flags]
+        if unknown:
+            raise SystemExit(f"tune.py does not take {', '.join(unknown)} (bench/"
+                             "tuning_speed.py's TUNE_ARGS): update tune.py, or TUNE_ARGS")
+        missing = [f for f in REQUIRED_WHEN_OFFERED if f in flags and f not in a]
+        if preset != FIRST_RUN and missing:
+            raise SystemExit(f"tune.py offers {', '.join(missing)} but bench/tuning_speed.py's "
+                             "TUNE_ARGS does not pass it: a benchmark run must not use the "
+                             "tuning memory; add it to TUNE_ARGS")
+    for (preset, a), (enabled, path) in zip(args.items(), _memory_of(list(args.values())),
+                                            strict=True):
+        want = [True, os.path.abspath(memory_dir(work))] if preset == FIRST_RUN else [False]
+        if [enabled, path][:len(want)] != want:
+            raise SystemExit(
+                f"preset {preset}: tune.py {' '.join(a)} tunes with the memory "
+                f"{'on at ' + str(path) if enabled else 'off'}: " + (
+                    f"preset {FIRST_RUN} must tune with the memory on, at its work dir's own "
+                    "memory.path" if preset == FIRST_RUN else
+                    "a benchmark run must not use the tuning memory") +
+                "; update bench/tuning_speed.py's tune_args")
 
 
-def tune_args(rung: Rung, overrides: list[str]) -> list[str]:
-    """``tune.py``'s arguments besides the network, budget and work dir."""
-    preset = [] if rung.preset == "default" else [f"preset={rung.preset}"]
-    return [f"seed={rung.seed}", *preset, *overrides, *TUNE_ARGS]
+#: Run by :func:`_memory_of` in a ``tune.py`` of its own (nothing imports an entry point).
+_READ_MEMORY = """\
+import json, sys, tune
+from tuner.app.config import load_tune_config
+out = []
+for args in json.loads(sys.argv[1]):
+    cfg = load_tune_config(*tune.parse_args(["--network", "alexnet", *args]))
+    out.append([cfg.memory.enabled, cfg.memory.path])
+print(json.dumps(out))
+"""
+
+
+def _memory_of(arg_lists: list[list[str]]) -> list[tuple[bool, str | None]]:
+    """``(memory.enabled, memory.path)`` as ``tune.py`` reads each of ``arg_lists`` into its
+    configuration (one process, which loads each configuration and tunes nothing).
+
+    Raises:
+        SystemExit: ``tune.py`` refuses one of them.
+    """
+    done = subprocess.run([sys.executable, "-c", _READ_MEMORY, json.dumps(arg_lists)],
+                          capture_output=True, text=True, cwd=REPO, check=False)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"tune.py refuses the benchmark's arguments {arg_lists}: {why}")
+    return [(bool(e), p) for e, p in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def tune_args(rung: Rung, overrides: list[str], work: str) -> list[str]:
+    """``tune.py``'s arguments besides the network, budget and work dir (``work``): the
+    preset (none for the default and :data:`FIRST_RUN`), then ``overrides``, then
+    :data:`TUNE_ARGS`, or for :data:`FIRST_RUN` the work dir's own memory."""
+    preset = [] if rung.preset in ("default", FIRST_RUN) else [f"preset={rung.preset}"]
+    memory = ([f"memory.path={memory_dir(work)}"] if rung.preset == FIRST_RUN
+              else list(TUNE_ARGS))
+    return [f"seed={rung.seed}", *preset, *overrides, *memory]
 
 
 def export_rung(work: str, budget: int) -> tuple[str, dict, float]:
@@ -163,6 +235,8 @@ def rung_entry(budget: int, report: dict, before: list[dict], process_seconds: f
         "target": report["target"], "machine": report["machine"],
         "runtime": report["runtime"], "code": report.get("code"),
         "date": report["machine"].get("date"), "command": command,
+        # the tuning memory's part of the report (first-run's: its transfer), when on
+        **({"memory": report["memory"]} if report.get("memory") else {}),
     }
 
 
@@ -186,7 +260,8 @@ def run_rung(rung: Rung, work_root: str, runs: str, platform: str, overrides: li
     kept = next((r for r in record["rungs"] if r["budget"] == rung.budget), None)
     if kept is None:
         start = time.perf_counter()
-        report = tune_work_dir(rung.network, rung.budget, work, tune_args(rung, overrides))
+        report = tune_work_dir(rung.network, rung.budget, work,
+                               tune_args(rung, overrides, work))
         kept = rung_entry(rung.budget, report, [r for r in record["rungs"]
                                                 if r["budget"] < rung.budget],
                           time.perf_counter() - start, command)
@@ -236,7 +311,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--networks", nargs="+", default=list(NETWORKS))
-    p.add_argument("--presets", nargs="+", default=list(PRESETS), help="xgb | default | ...")
+    p.add_argument("--presets", nargs="+", default=list(PRESETS),
+                   help=f"xgb | default | {FIRST_RUN} | any tune.py preset (default: xgb "
+                   "default)")
     p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     p.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
     p.add_argument("--max-minutes", type=float, help="start no rung after this long")
@@ -273,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = {"windows": args.windows, "min_window_ms": args.min_window_ms,
                   "rounds": args.rounds}
         if not args.time:
-            check_tune_args()
+            check_tune_args(args.presets, args.overrides)
             work_root = in_repo(args.work_root or os.path.join("work", "tuning-speed",
                                                                platform))
             rungs = plan(args.networks, args.presets, args.seeds, args.budgets)

@@ -6,7 +6,10 @@ cumulative tuning time ``T`` to get there; the default's first rung whose latenc
 below ``L``, and ``time_fraction`` = that rung's cumulative tuning time / ``T`` (at rung
 granularity: an upper bound, the default may have reached ``L`` earlier within the rung);
 ``default_budget_ratio`` = the default's latency over xgb's at :data:`DEFAULT_BUDGET`
-trials. Per network, the median of each over the seeds that have the data.
+trials. Per network, the median of each over the seeds that have the data. Where preset
+``first-run`` has records (:mod:`bench.tuning_speed_first_run`): ``first_run_budget_ratio``
+= its latency over the default's at :data:`DEFAULT_BUDGET` trials (median over seeds), and
+its columns.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ import statistics
 
 from bench.common import machine_lines, measured_span, repo_relative, write_results
 from bench.frameworks.plan import code_lines
-from bench.tuning_speed_records import artifact_key, read_json, rung_records, timing_path
+from bench.tuning_speed_first_run import (
+    FIRST_RUN_MEASURED,
+    first_run_cells,
+    first_run_paragraph,
+    first_run_result,
+    has_first_run,
+)
+from bench.tuning_speed_records import FIRST_RUN, artifact_key, read_json, rung_records, timing_path
+from bench.tuning_speed_records import ms_text as _ms
 
 #: xgb's budget whose latency the default must reach.
 REFERENCE_BUDGET = 2048
@@ -33,10 +44,6 @@ Networks (issue 61 part 4): resnet-18, mobilenet-v2, and two torchvision network
 dataset, checkpoint or earlier benchmark here has used, named on 2026-12-07 at 06:55 UTC
 before anything was measured on them: `torchvision.models:mobilenet_v3_small` and
 `torchvision.models:regnet_y_400mf` (random weights, batch 1, 3x224x224)."""
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else (f"{v:.2f}" if v < 10 else f"{v:.1f}")
 
 
 def seed_time(xgb: dict[int, dict], default: dict[int, dict]) -> dict:
@@ -173,11 +180,17 @@ def collect(runs: str, platform: str, networks: list[str]) -> dict:
         timing = read_json(timing_path(runs, platform, network))
         rows = network_rows(recs, timing)
         records += [r for rec in recs for r in rec["rungs"]] + ([timing] if timing else [])
-        out[network] = {**network_result(points_of(rows)), "rungs": rows,
+        points = points_of(rows)
+        out[network] = {**network_result(points), **first_run_result(points, DEFAULT_BUDGET),
+                        "rungs": rows,
                         "torch_ms": (timing or {}).get("latency_ms", {}).get("torch"),
                         "timed": None if timing is None else {
                             k: timing.get(k) for k in ("date", "runtime", "target", "timing")}}
     return {"networks": out, "records": records}
+
+
+def _ratio_cell(value: float | None) -> str:
+    return f" {'-' if value is None else f'{value:.2f}'} |"
 
 
 def _verdict(value: float | None, goal: float, status: str = "reached") -> str:
@@ -195,6 +208,9 @@ NOTES_FILE = "NOTES.md"
 def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str:
     """The markdown page of :func:`collect`'s results (``doc``: the JSON document)."""
     g = GOAL
+    first = any(has_first_run(n) for n in doc["networks"].values())
+    first_head = (f" first run / default latency at {DEFAULT_BUDGET} trials |"
+                  if first else "")
     lines = [TITLE, "", NETWORKS_PARAGRAPH, "",
              f"Command: `python -m bench.tuning_speed` (this page was last written by "
              f"`{prov['command']}`; `--report-only` rewrites it from the records in "
@@ -205,9 +221,11 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
              f"{g['time_fraction_moonshot']:.0%}); and at the default budget "
              f"({DEFAULT_BUDGET} trials, `make tune`'s) a network latency at most "
              f"{g['default_budget_ratio']}x xgb's. Medians over the seeds that have the data.",
+             *(["", first_run_paragraph(DEFAULT_BUDGET)] if first else []),
              "", "| network | seeds | default's time to xgb's latency / xgb's time | "
              f"<= {g['time_fraction']} | default / xgb latency at {DEFAULT_BUDGET} trials | "
-             f"<= {g['default_budget_ratio']} |", "|---|---|---|---|---|---|"]
+             f"<= {g['default_budget_ratio']} |{first_head}",
+             "|---|---|---|---|---|---|" + ("---|" if first else "")]
     for name, n in doc["networks"].items():
         tf, ratio = n["time_fraction"], n["default_budget_ratio"]
         tf_cell = "-" if tf is None else f"{tf:.2f}" + (" (moonshot)" if tf <= g[
@@ -216,7 +234,8 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
                      f"{'never' if n['time_status'] == 'not reached' else tf_cell} | "
                      f"{_verdict(tf, g['time_fraction'], n['time_status'])} | "
                      f"{'-' if ratio is None else f'{ratio:.2f}'} | "
-                     f"{_verdict(ratio, g['default_budget_ratio'], 'missing')} |")
+                     f"{_verdict(ratio, g['default_budget_ratio'], 'missing')} |"
+                     + (_ratio_cell(n["first_run_budget_ratio"]) if first else ""))
     lines += ["", "## Where a goal is not reached, and why", ""]
     for name, n in doc["networks"].items():
         notes = []
@@ -239,9 +258,12 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
         if not n["rungs"]:
             lines += ["", "No rung yet."]
             continue
+        has_first = has_first_run(n)
         lines += ["", "| budget | seed | " + " | ".join(
                       f"{p}: trials | {p}: tuning s (cumulative) | {p}: ms | {p}: / eager"
-                      for p in ("xgb", "default")) + " |", "|" + "---|" * 10]
+                      for p in ("xgb", "default")) + (
+                      " | first run: tuning s (cumulative) | first run: ms | first run: / xgb"
+                      if has_first else "") + " |", "|" + "---|" * (13 if has_first else 10)]
         by = {(r["budget"], r["seed"], r["preset"]): r for r in n["rungs"]}
         for budget, seed in sorted({(r["budget"], r["seed"]) for r in n["rungs"]}):
             cells = []
@@ -251,6 +273,9 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
                     str(r["trials_total"]), f"{r['cumulative_tuning_seconds']:.0f}",
                     _ms(r["latency_ms"]),
                     "-" if r["over_torch"] is None else f"{r['over_torch']:.2f}x"])
+            if has_first:
+                cells += first_run_cells(by.get((budget, seed, FIRST_RUN)),
+                                          by.get((budget, seed, "xgb")))
             lines.append(f"| {budget} | {seed} | " + " | ".join(cells) + " |")
     lines += ["", "## How it is measured", "",
               "- Each network, preset and seed has one work dir, tuned up the ladder of budgets "
@@ -267,6 +292,7 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
               "- Latency: every build of a network (all presets, seeds and rungs) and "
               "PyTorch eager loaded into one process and timed side by side in alternating "
               "rounds, each the median of its windows; the same input, the same threads.",
+              *([FIRST_RUN_MEASURED] if first else []),
               ""]
     if run_notes.strip():
         lines += ["## Notes on these runs", "", run_notes.strip(), ""]

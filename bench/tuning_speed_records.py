@@ -8,6 +8,15 @@ from __future__ import annotations
 import json
 import os
 
+#: The preset that tunes as a user's first ``tune.py`` run: the default, with the tuning
+#: memory on but empty (the work dir's own) and schedule transfer from the shipped datasets.
+FIRST_RUN = "first-run"
+
+
+def ms_text(v: float | None) -> str:
+    """A latency in milliseconds as the page writes it (``-``: none)."""
+    return "-" if v is None else (f"{v:.2f}" if v < 10 else f"{v:.1f}")
+
 
 def slug(network: str) -> str:
     """A network's name in file names: ``torchvision.models:regnet_y_400mf`` ->
