@@ -108,6 +108,57 @@ def test_a_task_this_work_dir_measured_resumes_and_retune_tunes_known_ones(tmp_p
     retune.release()
 
 
+def _full(path, obj, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+def test_a_ledger_that_cannot_be_written_copies_nothing(tmp_path, source, monkeypatch, caplog):
+    """memory.json cannot be written: the memory is off for the run and nothing is copied,
+    so the next run does not count copies as its own measurements."""
+    from types import SimpleNamespace
+
+    from tuner.engine.database import measured_per_task
+
+    _memory_with(tmp_path / "mem", source[0], only=0)
+    monkeypatch.setattr("tuner.app.memory_run.memory_key", lambda target, on: key())
+    monkeypatch.setattr("tuner.app.memory_run.write_json_atomic", _full)
+    work, database = tmp_path / "w", None
+    work.mkdir()
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.JSONDatabase(work_dir=str(work), module_equality="structural")
+    tasks = [SimpleNamespace(name=n, extracted=SimpleNamespace(dispatched=[m]))
+             for n, m in zip(["a", "b"], source[1], strict=True)]
+    cfg = load_tune_config(overrides=[f"memory.path={tmp_path / 'mem'}", "trials=32",
+                                      "trials_per_round=2"])
+    target = SimpleNamespace(target=json.dumps(json.loads(key().target)))
+    assert RunMemory.open(cfg, target, tasks, database, str(work)) is None
+    assert "No space left on device" in caplog.text and "tunes without it" in caplog.text
+    assert database.get_all_tuning_records() == [] and not (work / LEDGER_FILE).exists()
+    assert not os.listdir(os.path.join(str(tmp_path / "mem"), os.listdir(
+        tmp_path / "mem")[0], "claims"))  # its claims released
+    monkeypatch.undo()  # the disk has room again: the next run copies, and knows they are
+    run, database = _run(tmp_path / "mem", work, source[1])
+    assert run.known == {0} and run.copied == 2
+    assert run.own_counts(measured_per_task(database, source[1])) == [0, 0]
+    run.release()
+
+
+def test_a_ledger_that_cannot_be_written_at_the_end_copies_nothing(tmp_path, source,
+                                                                   monkeypatch, caplog):
+    other = _other_run(tmp_path, source[0], hold=0.5)
+    run, database = _run(tmp_path / "mem", tmp_path / "w", source[1])
+    assert set(run.claimed) == {0}
+    monkeypatch.setattr("tuner.app.memory_run.write_json_atomic", _full)
+    run.settle(database)
+    other.wait()
+    assert run.copied == 0 and database.get_all_tuning_records() == []
+    assert run.summary()["unsettled"] == ["a"]
+    assert "cannot write the work dir's memory.json (No space left on device)" in caplog.text
+
+
 TUNER = """
 import sys, time
 from tuner.engine.memory import MachineMemory

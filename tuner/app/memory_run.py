@@ -13,7 +13,9 @@ At the start (:meth:`RunMemory.open`, the work dir locked and its database open)
 3. The memory's best records (``memory.copy_top``, default ``trials_per_round``) of every
    task it has are copied into the work dir's database, so the compile uses them and a
    search starts from them; ``memory.json`` in the work dir lists them, and they do not
-   count toward the budget.
+   count toward the budget. The list is written before the records are copied: a copy it
+   cannot name is not made (a failed write turns the memory off for the run, nothing
+   copied), so no run ever counts a copy as its own measurement.
 
 **The budget** (``trials``, or ``rounds_per_task``) is what the whole network would get:
 with known or claimed tasks it shrinks to their share, ``ceil(trials x tuned tasks /
@@ -148,10 +150,10 @@ class RunMemory:
                   [t.extracted.dispatched[0] for t in tasks], work_dir, target_info.target)
         try:
             run.start(database)
-        except OSError as err:  # its lock or claims cannot be written: tune without it
+        except OSError as err:  # its lock, claims or ledger cannot be written: without it
             run.release()
-            logger.warning("tuning memory %s: %s; this run tunes without it", memory.dir,
-                           err.strerror or err)
+            logger.warning("tuning memory %s: %s%s; this run tunes without it", memory.dir,
+                           err.strerror or err, f" ({err.filename})" if err.filename else "")
             return None
         return run
 
@@ -209,21 +211,35 @@ class RunMemory:
         return self.work.counts[key] - sum((key, d) in self.work.digests for d in copied)
 
     def _copy(self, database, indices) -> int:
-        """Copy the memory's best records of tasks ``indices`` that the work dir lacks."""
+        """Copy the memory's best records of tasks ``indices`` that the work dir lacks.
+
+        ``memory.json`` names them first, then they are committed: a record the work dir
+        holds and the ledger does not name is this work dir's own measurement (:meth:`own`),
+        so a copy is never made that the ledger cannot name. A name without its record (the
+        process killed between the two, or a record this TVM cannot load) counts for
+        nothing: :meth:`own` subtracts only the named records the work dir holds.
+
+        Raises:
+            OSError: ``memory.json`` cannot be written; nothing was copied.
+        """
         top = self.cfg.memory.copy_top or self.cfg.trials_per_round
-        done = 0
+        picked = []
         for i in indices:
             key = self.keys[i]
             records = [r for r in self.memory.best(key, top)
                        if (key, r.digest) not in self.work.digests]
-            if not records:
-                continue
-            done += commit_records(database, self.mods[i], records)
-            self.ledger.setdefault(key, []).extend(r.digest for r in records)
-        if done:
-            write_json_atomic(os.path.join(self.work_dir, LEDGER_FILE),
-                              {"memory": self.memory.dir, "copied": self.ledger})
-        return done
+            if records:
+                picked.append((i, records))
+        if not picked:
+            return 0
+        ledger = {k: list(v) for k, v in self.ledger.items()}
+        for i, records in picked:
+            named = ledger.setdefault(self.keys[i], [])
+            named.extend(d for d in dict.fromkeys(r.digest for r in records) if d not in named)
+        write_json_atomic(os.path.join(self.work_dir, LEDGER_FILE),
+                          {"memory": self.memory.dir, "copied": ledger})
+        self.ledger = ledger
+        return sum(commit_records(database, self.mods[i], records) for i, records in picked)
 
     def _log_plan(self) -> None:
         n = len(self.mods)
@@ -295,10 +311,17 @@ class RunMemory:
             return
         self.memory.refresh()
         self.work.refresh()
-        self.copied += self._copy(database, self.claimed)
+        copied = True
+        try:
+            self.copied += self._copy(database, self.claimed)
+        except OSError as err:  # nothing copied: the tasks get the cost model's pick
+            copied = False
+            logger.warning("tuning memory: cannot write the work dir's %s (%s): the records "
+                           "of the tasks other runs tuned are not copied", LEDGER_FILE,
+                           err.strerror or err)
         self.work.refresh()
         self.unsettled = [self.names[i] for i in sorted(self.claimed)
-                          if not self.memory.known(self.keys[i])]
+                          if not copied or not self.memory.known(self.keys[i])]
         if waiting:
             logger.warning("tuning memory: stopped waiting after %.0f s (memory.wait_seconds) "
                            "for %d task(s) another run is still tuning: compiling with the "
