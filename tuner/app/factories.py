@@ -31,6 +31,7 @@ from tuner.models.trained import load_model
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
 from tuner.search.bo import BatchBOSearch
 from tuner.search.params import SEARCHES
+from tuner.search.refine import with_refine
 from tuner.search.rl import RLSearch
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,15 @@ def metatune_checkpoints(m: MetaTuneModelConfig, target=None) -> list:
 
 def make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
                 budget=None, device: str = "auto"):
+    """:func:`_make_search`, with local refinement around each task's best inside when
+    ``params.refine.enabled`` (:mod:`tuner.search.refine`; same arguments)."""
+    params = params or SearchParams()
+    search = _make_search(name, params, clock=clock, seed=seed, budget=budget, device=device)
+    return with_refine(search, params.refine, seed=seed) if params.refine.enabled else search
+
+
+def _make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
+                 budget=None, device: str = "auto"):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:
