@@ -230,3 +230,13 @@ def test_make_search_puts_refinement_inside_the_no_repeat_wrapper():
     again = with_refine(search.inner.inner)
     assert isinstance(again, RefineSearch)
     assert search.clone() is not None  # each task's context clones it
+
+
+def test_transfer_wraps_around_refinement():
+    from tuner.search.transfer import with_transfer
+    from tuner.search.transfer_search import TransferSearch
+
+    search = make_search("bo", SearchParams(refine=RefineConfig(enabled=True)))
+    both = with_transfer(search, candidates=[], share=0.5)
+    assert isinstance(both, NoRepeatSearch) and isinstance(both.inner, TransferSearch)
+    assert isinstance(both.inner.inner, RefineSearch)
