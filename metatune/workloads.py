@@ -40,6 +40,8 @@ import hashlib
 import random
 from dataclasses import asdict, dataclass, replace
 
+from metatune.sampling import rejection_sample
+
 #: Bumped whenever the generator draws different workloads for the same seed.
 GENERATOR_VERSION = 2
 
@@ -310,15 +312,16 @@ def sample_workload(kind: str, rng: random.Random) -> Workload:
     """
     if kind not in KINDS:
         raise ValueError(f"unknown workload kind {kind!r}: choose one of {', '.join(KINDS)}")
-    for _ in range(10000):
-        wl = _draw(kind, rng)
-        # TOPI's winograd transforms the kernel in every run: 10x slower to measure at random
-        cap = MAX_FLOPS / 10 if kind == "winograd" else MAX_FLOPS
-        if kind in OPERATOR_KINDS and MIN_FLOPS <= wl.flops() <= cap and wl.out_size() > 0:
-            return wl
-        if kind in OTHER_KINDS and wl.input_elements() <= MAX_ELEMENTS and wl.out_size() > 0:
-            return wl
-    raise RuntimeError(f"could not draw a {kind} workload within the FLOP range")
+    # TOPI's winograd transforms the kernel in every run: 10x slower to measure at random
+    cap = MAX_FLOPS / 10 if kind == "winograd" else MAX_FLOPS
+
+    def accept(wl: Workload) -> bool:
+        if kind in OPERATOR_KINDS:
+            return MIN_FLOPS <= wl.flops() <= cap and wl.out_size() > 0
+        return wl.input_elements() <= MAX_ELEMENTS and wl.out_size() > 0
+
+    return rejection_sample(lambda: _draw(kind, rng), accept,
+                            f"could not draw a {kind} workload within the FLOP range")
 
 
 def _draw(kind: str, rng: random.Random) -> Workload:

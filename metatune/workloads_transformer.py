@@ -38,6 +38,8 @@ import hashlib
 import random
 from dataclasses import asdict, dataclass
 
+from metatune.sampling import rejection_sample
+
 #: Bumped whenever the generator draws different workloads for the same seed.
 TRANSFORMER_GENERATOR_VERSION = 1
 TRANSFORMER_KINDS = ("batch_matmul", "seq_dense", "softmax", "layer_norm")
@@ -203,14 +205,14 @@ def sample_sequence_workload(kind: str, rng: random.Random) -> SequenceWorkload:
     if kind not in TRANSFORMER_KINDS:
         raise ValueError(f"unknown transformer workload kind {kind!r}: choose one of "
                          f"{', '.join(TRANSFORMER_KINDS)}")
-    for _ in range(10000):
-        wl = _draw(kind, rng)
+
+    def accept(wl: SequenceWorkload) -> bool:
         if kind in ("batch_matmul", "seq_dense"):
-            if MIN_FLOPS <= wl.flops() <= MAX_FLOPS:
-                return wl
-        elif MIN_ELEMENTS <= wl.input_elements() <= MAX_ELEMENTS:
-            return wl
-    raise RuntimeError(f"could not draw a {kind} workload within its range")
+            return MIN_FLOPS <= wl.flops() <= MAX_FLOPS
+        return MIN_ELEMENTS <= wl.input_elements() <= MAX_ELEMENTS
+
+    return rejection_sample(lambda: _draw(kind, rng), accept,
+                            f"could not draw a {kind} workload within its range")
 
 
 def transformer_workloads(per_kind: int = 8, seed: int = 0) -> list[SequenceWorkload]:
