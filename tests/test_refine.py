@@ -240,3 +240,13 @@ def test_transfer_wraps_around_refinement():
     both = with_transfer(search, candidates=[], share=0.5)
     assert isinstance(both, NoRepeatSearch) and isinstance(both.inner, TransferSearch)
     assert isinstance(both.inner.inner, RefineSearch)
+
+
+def test_the_attribution_has_a_refinement_lever_for_the_a_b():
+    from bench.attribution.variants import BY_NAME, DEFAULT_VARIANTS, LEVER
+    from tuner.app.config import load_tune_config
+
+    variant = BY_NAME["default+refine"]
+    assert variant.part == LEVER and variant.name not in DEFAULT_VARIANTS  # run when asked
+    cfg = load_tune_config(overrides=variant.dotlist())
+    assert cfg.search_params.refine.enabled and (cfg.cost_model, cfg.search) == ("metatune", "bo")
