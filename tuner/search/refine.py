@@ -127,6 +127,7 @@ class RefineSearch(PySearchStrategy, PreloadedRecords):
                               cost_model)
 
     def post_tuning(self) -> None:
+        logger.debug("%s", self.tally.summary())
         self.refiner = Refiner(self.params, self.seed)  # the schedules kept are let go
         self.inner.post_tuning()
 
@@ -176,8 +177,9 @@ class RefineSearch(PySearchStrategy, PreloadedRecords):
         for cand, res in zip(measure_candidates, results, strict=False):
             h = structural_hash(cand.sch.mod)
             y = _throughput(res.run_secs, res.error_msg)
-            if h in self.proposed and y > best > 0:
-                self.tally.improved += 1
+            if h in self.proposed:
+                self.tally.improved += y > best > 0
+                self.tally.failed += y <= 0
             self.refiner.observe(h, cand.sch, y)
         self.inner.notify_runner_results(measure_candidates, results)
 

@@ -39,6 +39,7 @@ class RefineTally:
         served: Rounds that got at least one neighbour.
         candidates: Neighbours put in rounds.
         improved: Of them, measured faster than the task's best before them.
+        failed: Of them, failed to build or run.
         replay: Replay counts of the neighbours tried.
         remapped: Replays dropped because TVM did not take the moved decision.
         seconds: Time spent finding, replaying and scoring neighbours.
@@ -48,6 +49,7 @@ class RefineTally:
     served: int = 0
     candidates: int = 0
     improved: int = 0
+    failed: int = 0
     replay: ReplayStats = field(default_factory=ReplayStats)
     remapped: int = 0
     seconds: float = 0.0
@@ -55,7 +57,7 @@ class RefineTally:
     def summary(self) -> str:
         """One line for the log or the report."""
         return (f"local refinement: {self.candidates} neighbours in {self.served} of "
-                f"{self.rounds} rounds, {self.improved} a new best; "
+                f"{self.rounds} rounds, {self.improved} a new best, {self.failed} failed; "
                 f"{self.replay.applied} of {self.replay.tried} replays applied, "
                 f"{self.remapped} not moved; {self.seconds:.1f} s")
 
