@@ -246,7 +246,9 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
             notes += [f"{DEFAULT_BUDGET} trials, seed {s['seed']}: {s['ratio_reason']}."
                       for s in n["per_seed"]]
         if not n["per_seed"]:
-            notes = ["not measured yet: no rung of this network exists."]
+            notes = ["not measured yet: no rung of " + (
+                "xgb or the default exists (only first-run's)." if n["rungs"] else
+                "this network exists.")]
         if notes:
             lines += [f"- **{name}**:"] + [f"  - {t}" for t in notes]
     if lines[-1] == "":

@@ -353,6 +353,22 @@ def test_first_run_on_the_page_and_json_when_its_records_exist(tmp_path):
     assert "- first run: the default's arguments with `memory.path=<work dir>/memory`" in text
 
 
+def test_a_network_with_first_run_rungs_alone(tmp_path):
+    runs = str(tmp_path / "runs")
+    _write_records(runs, "resnet-18", first_run=True)
+    for preset in ("xgb", "default"):
+        os.remove(rec.record_path(runs, PLATFORM, "resnet-18", preset, 0))
+    out = str(tmp_path / "tuning-speed")
+    doc = tsp.write_page(runs, out, PROV, ["resnet-18"], PLATFORM)
+    net = doc["networks"]["resnet-18"]
+    assert net["first_run_budget_ratio"] is None and net["seeds"] == []
+    assert net["first_run_per_seed"][0]["reason"] == \
+        "not measured yet: the default's 128 rung is missing or not timed yet"
+    text = open(out + ".md", encoding="utf-8").read()
+    assert "not measured yet: no rung of xgb or the default exists (only first-run's)." in text
+    assert "| 128 | 0 | - | - | - | - | - | - | - | - | 55 | 4.00 | - |" in text
+
+
 def test_without_first_run_records_the_page_has_no_trace_of_it(tmp_path):
     runs = str(tmp_path / "runs")
     _write_records(runs, "resnet-18")
