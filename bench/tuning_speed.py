@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 from bench.common import REPO, in_repo, provenance, repo_relative, run_command
 from bench.common import write_json_atomic as write_record
+from bench.machine_load import LoadMeter
 from bench.tuning_speed_records import FIRST_RUN, read_json, record_path, slug
 
 #: The networks, as ``tune.py`` takes them: a built-in name (``--network``) or a
@@ -260,11 +261,13 @@ def run_rung(rung: Rung, work_root: str, runs: str, platform: str, overrides: li
     kept = next((r for r in record["rungs"] if r["budget"] == rung.budget), None)
     if kept is None:
         start = time.perf_counter()
-        report = tune_work_dir(rung.network, rung.budget, work,
-                               tune_args(rung, overrides, work))
+        with LoadMeter() as load:
+            report = tune_work_dir(rung.network, rung.budget, work,
+                                   tune_args(rung, overrides, work))
         kept = rung_entry(rung.budget, report, [r for r in record["rungs"]
                                                 if r["budget"] < rung.budget],
                           time.perf_counter() - start, command)
+        kept["machine_load"] = load.result
     out, manifest, seconds = export_rung(work, rung.budget)
     entry = {**kept, "artifact": repo_relative(out), "export_seconds": seconds,
              "check_error": manifest.get("check_error")}

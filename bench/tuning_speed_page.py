@@ -20,6 +20,7 @@ import statistics
 
 from bench.common import machine_lines, measured_span, repo_relative, write_results
 from bench.frameworks.plan import code_lines
+from bench.machine_load import LOADED_SHARE
 from bench.tuning_speed_first_run import (
     FIRST_RUN_MEASURED,
     first_run_cells,
@@ -157,7 +158,7 @@ def network_rows(records: list[dict], timing: dict | None) -> list[dict]:
                          **{k: r.get(k) for k in (
                              "trials_total", "tuning_seconds", "cumulative_tuning_seconds",
                              "predict_seconds", "untimed_trials", "check_error",
-                             "preset_name")},
+                             "preset_name", "machine_load")},
                          "latency_ms": ms,
                          "over_torch": None if ms is None or not torch_ms else ms / torch_ms})
     return sorted(rows, key=lambda r: (r["budget"], r["seed"], r["preset"]))
@@ -187,6 +188,11 @@ def collect(runs: str, platform: str, networks: list[str]) -> dict:
                         "timed": None if timing is None else {
                             k: timing.get(k) for k in ("date", "runtime", "target", "timing")}}
     return {"networks": out, "records": records}
+
+
+def _loaded_mark(row: dict) -> str:
+    """``*`` when the rung tuned while other processes took a share of the cores."""
+    return "*" if (row.get("machine_load") or {}).get("loaded") else ""
 
 
 def _ratio_cell(value: float | None) -> str:
@@ -272,7 +278,8 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
             for p in ("xgb", "default"):
                 r = by.get((budget, seed, p))
                 cells += (["-"] * 4 if r is None else [
-                    str(r["trials_total"]), f"{r['cumulative_tuning_seconds']:.0f}",
+                    str(r["trials_total"]),
+                    f"{r['cumulative_tuning_seconds']:.0f}{_loaded_mark(r)}",
                     _ms(r["latency_ms"]),
                     "-" if r["over_torch"] is None else f"{r['over_torch']:.2f}x"])
             if has_first:
@@ -291,6 +298,10 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
               "the picks for unreached tasks (`predict_seconds`, in the JSON) or the export. "
               "The default's time to xgb's latency is counted to the end of the first rung "
               "that reaches it: at rung granularity, an upper bound.",
+              "- `*` after a tuning time: while that rung tuned, other processes took more "
+              f"than {LOADED_SHARE:.0%} of the cores (sampled from /proc every 2 s; "
+              "`machine_load` in its record), so its time is inflated; a rung recorded before "
+              "2026-12-07 10:20 UTC carries no such measurement, hence no mark.",
               "- Latency: every build of a network (all presets, seeds and rungs) and "
               "PyTorch eager loaded into one process and timed side by side in alternating "
               "rounds, each the median of its windows; the same input, the same threads.",
