@@ -217,7 +217,8 @@ def test_the_search_adds_neighbours_of_the_new_best_each_round(task):
         assert inner.told[-1] == [structural_hash(c.sch.mod) for c in batch]  # all of it
         base = refined[0]
     assert (tally.rounds, tally.served, tally.candidates, tally.improved) == (2, 2, 4, 2)
-    assert "4 neighbours in 2 of 2 rounds, 2 a new best, 0 failed" in tally.summary()
+    assert ("4 neighbours in 2 of 2 rounds, 2 faster than the best before them, 0 failed"
+            in tally.summary())
 
 
 def test_make_search_puts_refinement_inside_the_no_repeat_wrapper():

@@ -57,7 +57,8 @@ class RefineTally:
     def summary(self) -> str:
         """One line for the log or the report."""
         return (f"local refinement: {self.candidates} neighbours in {self.served} of "
-                f"{self.rounds} rounds, {self.improved} a new best, {self.failed} failed; "
+                f"{self.rounds} rounds, {self.improved} faster than the best before them, "
+                f"{self.failed} failed; "
                 f"{self.replay.applied} of {self.replay.tried} replays applied, "
                 f"{self.remapped} not moved; {self.seconds:.1f} s")
 
