@@ -21,6 +21,7 @@ FLAGS = {
     "seed": "seed", "preset": "preset", "cost_model": "cost_model", "search": "search",
     "work_dir": "work_dir", "runner": "runner.kind", "export": "export",
     "checkpoint": "metatune.checkpoint", "graph": "metatune.graph", "config": None,
+    "precision": "precision",
 }
 
 
@@ -63,6 +64,8 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
                    "the network's own; bert-tiny: 128,128, sequence x hidden)")
     p.add_argument("--batch", type=int)
     p.add_argument("--target", help='llvm (host CPU), cuda, rocm, or a JSON target dict')
+    p.add_argument("--precision", help="fp32 | bf16: convolutions and dense layers on bf16 "
+                   "inputs (a CPU with avx512_bf16; docs/precision.md)")
     p.add_argument("--num-cores", type=int,
                    help="CPU cores (= TVM and PyTorch threads) to tune and run with; "
                    "default: all this process may use")

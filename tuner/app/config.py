@@ -195,6 +195,7 @@ class TuneConfig:
     fold_bn: bool = True
     pack_weights: bool = True
     layout: str = "NHWC"  # chosen on selection networks: docs/lab/compile/layout-ab.md
+    precision: str = "fp32"  # fp32 | bf16: tuner/engine/precision.py, docs/precision.md
     target: str = "llvm"
     num_cores: Optional[int] = None
     work_dir: Optional[str] = None
@@ -237,7 +238,8 @@ class TuneConfig:
         self.search = str(self.search).lower()
         self.device = check_device_name(self.device)
         self.layout = str(self.layout).upper()
-        Lowering(self.pack_weights, self.layout)  # checks the layout
+        self.precision = str(self.precision).lower()
+        Lowering(self.pack_weights, self.layout, self.precision)  # checks layout, precision
         if self.onnx:
             self.onnx = resolve_path(self.onnx)
         if self.work_dir:

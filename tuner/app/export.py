@@ -218,9 +218,12 @@ def export_network(out: str, *, network, target, device_type: str, database,
         CheckFailedError: The exported library's output differs from the reference.
     """
     from tuner.engine.evaluate import build_network
+    from tuner.engine.precision import rtol_for
 
     check_out_path(out, overwrite)
     executable = build_network(network.relax_mod, target, database, lowering)
+    if rtol is not None:  # bf16's rounding is within its own tolerance
+        rtol = rtol_for(lowering.precision, rtol)
     inputs, outputs, output_tuple = signature(network.relax_mod)
     checked = rtol is not None and runs_here(target, device_type)
     if rtol is not None and not checked:
@@ -229,7 +232,8 @@ def export_network(out: str, *, network, target, device_type: str, database,
         "format": ARTIFACT_FORMAT, "format_version": FORMAT_VERSION, "function": FUNCTION,
         "device": device_type, "target": str(target), "target_json": _plain(target.export()),
         "inputs": inputs, "outputs": outputs, "output_tuple": output_tuple,
-        "network": network.name, "check_error": None, "load_snippet": LOAD_SNIPPET,
+        "network": network.name, "precision": lowering.precision, "check_error": None,
+        "load_snippet": LOAD_SNIPPET,
         "provenance": provenance,
     }
 
@@ -300,7 +304,8 @@ def run_export(cfg: ExportConfig) -> tuple[str, dict[str, Any]]:
                            batch=int(config.get("batch") or 1),
                            fold_bn=bool(config.get("fold_bn", True)))
     lowering = Lowering(pack_weights=bool(config.get("pack_weights", True)),
-                        layout=str(config.get("layout") or settings.get("layout") or "NCHW"))
+                        layout=str(config.get("layout") or settings.get("layout") or "NCHW"),
+                        precision=str(config.get("precision") or "fp32"))
     database = with_predictions(open_database(work_dir), work_dir)
     rtol = float((config.get("evaluate") or {}).get("rtol", 1e-3)) if cfg.check else None
     out, manifest = export_network(out, network=network, target=target,

@@ -142,6 +142,7 @@ def run_settings(cfg: TuneConfig, target_info) -> dict[str, Any]:
         "graph": cfg.metatune.graph if cfg.cost_model == "metatune" else None,
         "target": {"kind": target_info.kind, "mcpu": str(mcpu) if mcpu else None},
         "layout": cfg.layout,
+        "precision": cfg.precision,
         "model": model_sources(cfg),
         "tvm": tvm_version(),
     }
@@ -212,7 +213,9 @@ def _describe(settings: dict[str, Any]) -> str:
     target = settings.get("target")
     if target:
         text += f" on {target['kind']}" + (f" -mcpu={target['mcpu']}" if target["mcpu"] else "")
-    return text + f", layout={settings.get('layout') or OLD_LAYOUT}"
+    text += f", layout={settings.get('layout') or OLD_LAYOUT}"
+    return text + (f", precision={settings['precision']}"
+                   if settings.get("precision", "fp32") != "fp32" else "")
 
 
 def check_resume(work_dir: str, cfg: TuneConfig, target_info, record: bool = True) -> None:
@@ -253,7 +256,8 @@ def check_resume(work_dir: str, cfg: TuneConfig, target_info, record: bool = Tru
     if old is not None:
         keys = ["cost_model", "search", "graph"] + (["target"] if old.get("target") else [])
         if (any(old.get(k) != new[k] for k in keys)
-                or (old.get("layout") or OLD_LAYOUT) != new["layout"]):
+                or (old.get("layout") or OLD_LAYOUT) != new["layout"]
+                or (old.get("precision") or "fp32") != new["precision"]):
             raise ConfigError(
                 f"work dir {work_dir} holds measurements made with {_describe(old)}, and "
                 f"the budget counts them: this run ({_describe(new)}) would tune nothing "

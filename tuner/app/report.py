@@ -39,6 +39,7 @@ def build_report(*, cfg: TuneConfig, network, tasks: list, target_info, outcome,
         "cost_model": cfg.cost_model,
         "graph": cfg.metatune.graph if cfg.cost_model == "metatune" else None,
         "search": cfg.search,
+        "precision": cfg.precision,
         "trials": cfg.trials,
         "trials_run": outcome.trials_run,
         "trials_total": outcome.trials_before + outcome.trials_run,
@@ -144,7 +145,10 @@ def format_report(report: dict[str, Any]) -> str:
                      f"{rounds['search_seconds']:.1f} / {rounds['measure_seconds']:.1f} / "
                      f"{rounds['update_seconds']:.1f} s"))
     if report.get("check_error") is not None:
-        rows.append(("output check (rel. max error)", f"{report['check_error']:.1e}"))
+        precision = report.get("precision") or "fp32"
+        rows.append(("output check (rel. max error)", f"{report['check_error']:.1e}"
+                     + (f"  ({precision}, tolerance {report['check_rtol']:.0e})"
+                        if precision != "fp32" and report.get("check_rtol") else "")))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 

@@ -21,6 +21,7 @@ from tuner.app.tuning import tune
 from tuner.engine.database import open_database
 from tuner.engine.evaluate import CompiledNetwork, build_network, build_untuned, check_output
 from tuner.engine.networks import load_network
+from tuner.engine.precision import check_precision, rtol_for
 from tuner.engine.remote import rpc_where
 from tuner.engine.rpc import RPCSettings
 from tuner.engine.runtime import runtime_info
@@ -81,6 +82,7 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
         logger.info("%s", note)  # which checkpoint, and why: named, this CPU's or the fallback
     cfg = with_model_sources(cfg, target_info)  # the report names the checkpoint and data
     check_inputs(cfg, target_info)  # before anything slow, and before the work dir exists
+    check_precision(cfg.precision, cfg.layout, target_info.target)  # bf16: the CPU has it
     if cfg.export:  # an export path in the way is refused before tuning, not after
         check_out_path(cfg.export, cfg.export_overwrite)
     work_dir = default_work_dir(cfg, _network_label(cfg))
@@ -92,7 +94,8 @@ def run_tune(cfg: TuneConfig) -> dict[str, Any]:
         batch=cfg.batch, fold_bn=cfg.fold_bn)
     for note in network.notes:
         logger.info("%s: %s", network.name, note)
-    lowering = Lowering(pack_weights=cfg.pack_weights, layout=cfg.layout)
+    lowering = Lowering(pack_weights=cfg.pack_weights, layout=cfg.layout,
+                        precision=cfg.precision)
     tasks = extract_tasks(network.relax_mod, target_info.target, lowering)
     if cfg.rounds_per_task is not None:
         cfg = with_round_budget(cfg, len(tasks))
@@ -176,7 +179,9 @@ def _evaluate(report: dict[str, Any], network, target_info, database, ecfg: Eval
     logger.info("compiled and loaded the tuned network in %.1f s (%s)",
                 time.perf_counter() - start, where)
     if ecfg.check:
-        report["check_error"] = check_output(tuned.run(x), network.reference(x), ecfg.rtol)
+        report["check_rtol"] = rtol_for(lowering.precision, ecfg.rtol)
+        report["check_error"] = check_output(tuned.run(x), network.reference(x),
+                                             report["check_rtol"])
     timers = {"tuned": tuned.timer(x)}
     if (ecfg.torch and where == "local" and network.torch_module is not None
             and target_info.device_type == "cpu"):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from metatune.errors import ConfigError
 from tuner.engine.custom_rules import register_pool_rules
 from tuner.engine.intrinsics import load_tensor_intrinsics
+from tuner.engine.precision import check_precision, legalize_map, packed_weights_fixed
 
 
 @dataclass(frozen=True)
@@ -64,14 +65,18 @@ class Lowering:
             follow, and transposes are inserted at the network's edges. ``tune.py``
             defaults to NHWC (``TuneConfig.layout``); this default, NCHW, is the
             layout the datasets' workloads are generated and collected in.
+        precision: ``fp32``, or ``bf16``: convolutions and dense layers compute on bf16
+            inputs (:mod:`tuner.engine.precision`).
     """
 
     pack_weights: bool = True
     layout: str = "NCHW"
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ConfigError(f"layout={self.layout!r}: choose one of {', '.join(LAYOUTS)}")
+        check_precision(self.precision, self.layout, None)
 
 
 def fuse_pipeline(target, lowering: Lowering = Lowering()):
@@ -93,14 +98,15 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     except (ValueError, AttributeError):
         dispatch = []
     packing = ([relax.transform.CanonicalizeBindings(),
-                relax.transform.AttachAttrLayoutFreeBuffers()] if lowering.pack_weights else [])
+                relax.transform.AttachAttrLayoutFreeBuffers(),
+                *packed_weights_fixed(lowering.precision)] if lowering.pack_weights else [])
     layout = ([relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})]
               if lowering.layout == "NHWC" else [])
     return tvm.transform.Sequential(
         [
             *layout,
             *dispatch,
-            relax.transform.LegalizeOps(),
+            relax.transform.LegalizeOps(legalize_map(lowering.precision)),
             relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),
