@@ -45,14 +45,29 @@ def _flatten(out) -> list:
 ALIGNMENT = 64
 
 
-def _compact(x):
-    """``x`` as TVM takes it through DLPack: contiguous, its data aligned to
-    :data:`ALIGNMENT` bytes (a copy only where it is not already)."""
-    if not x.is_contiguous():
-        x = x.contiguous()
-    if x.data_ptr() % ALIGNMENT:
-        x = x.clone()  # torch's allocator aligns new storage to 64 bytes
-    return x
+def _to_tvm(x: torch.Tensor):
+    """``x`` (detached) as a TVM tensor: through DLPack, no copy, where TVM takes it as it
+    is (contiguous, its data aligned to :data:`ALIGNMENT` bytes); else copied once.
+
+    On the CPU the copy is numpy's, on the calling thread, into memory TVM allocates: not a
+    torch copy, which for an image-sized tensor runs on torch's OpenMP pool, whose worker
+    then spins for milliseconds on a core that the network's TVM threads need (issue 62:
+    mobilenet-v2 on a 2-core CPU, docs/deploy.md). A dtype numpy lacks (bfloat16) and
+    other devices are copied by torch.
+    """
+    import tvm
+
+    if x.is_contiguous() and x.data_ptr() % ALIGNMENT == 0:
+        return tvm.runtime.from_dlpack(x)
+    if x.device.type == "cpu":
+        try:
+            array = x.numpy()
+        except (TypeError, RuntimeError):  # bfloat16; a conjugate or negative view
+            pass
+        else:
+            return tvm.runtime.tensor(array, tvm.cpu(0))
+    x = x.contiguous()
+    return tvm.runtime.from_dlpack(x if x.data_ptr() % ALIGNMENT == 0 else x.clone())
 
 
 class VMFunction:
@@ -60,8 +75,9 @@ class VMFunction:
 
     Inputs are handed to TVM through DLPack (no copy, except for a tensor TVM cannot take as
     it is: one not contiguous, or whose data is not aligned to :data:`ALIGNMENT` bytes, as a
-    ``torch.from_numpy`` tensor may be, is copied first), outputs come back the same way:
-    the returned tensors own the memory the VM allocated for them.
+    ``torch.from_numpy`` tensor may be, is copied first, on the CPU by numpy:
+    :func:`_to_tvm`), outputs come back the same way: the returned tensors own the memory
+    the VM allocated for them.
 
     Args:
         vm: A ``tvm.runtime.vm.VirtualMachine``.
@@ -107,8 +123,6 @@ class VMFunction:
             ValueError: An input on another device (or, with ``inputs``, of another shape
                 or dtype).
         """
-        import tvm
-
         if self.inputs is not None:
             self._check(args)
         tvm_args = []
@@ -117,7 +131,7 @@ class VMFunction:
                 raise ValueError(f"input {i} is on {x.device}, but the network was compiled "
                                  f"for {self.device_type}: move it with .to("
                                  f"{self.torch_device!r})")
-            tvm_args.append(tvm.runtime.from_dlpack(_compact(x.detach())))
+            tvm_args.append(_to_tvm(x.detach()))
         return tuple(torch.from_dlpack(t) for t in _flatten(self.function(*tvm_args)))
 
 
