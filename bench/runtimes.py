@@ -19,6 +19,7 @@ Examples:
     python -m bench.runtimes --budgets 2048        # the long run
     python -m bench.runtimes --networks alexnet --budgets 16
     python -m bench.runtimes --report-only         # rewrite the page from the records
+    python -m bench.runtimes --retime              # time the tuned work dirs again
 """
 
 from __future__ import annotations
@@ -342,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-dir", default=RUNS, help="where the records go, per platform")
     p.add_argument("--out", default=OUT, help="page and JSON path, without extension")
     p.add_argument("--report-only", action="store_true", help="only rewrite the page")
+    p.add_argument("--retime", action="store_true",
+                   help="measure the networks and budgets named again, their records "
+                        "replaced: the work dir resumes at its budget (no new trials where "
+                        "it is there) and every runtime is timed anew")
     p.add_argument("overrides", nargs="*", help="tune.py config overrides")
     args = p.parse_args(argv)
     runs, out = in_repo(args.runs_dir), in_repo(args.out)
@@ -354,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(os.path.join(runs, platform), exist_ok=True)
         for net in args.networks:
             for budget in sorted(args.budgets):
-                recorded_run(record_path(runs, platform, net, budget),
+                path = record_path(runs, platform, net, budget)
+                if args.retime and os.path.exists(path):
+                    os.remove(path)  # the old record stays in git history
+                recorded_run(path,
                              f"{net}, {budget} trials, on {platform}",
                              lambda net=net, budget=budget: measure(
                                  net, budget, args.work_root, args.overrides, timing,
