@@ -131,28 +131,34 @@ def test_a_bf16_build_is_close_to_pytorch_but_not_exact():
 
 
 @needs_bf16
-def test_a_tensorized_schedule_compiles_to_vdpbf16ps():
+def test_every_sampled_schedule_is_tensorized_and_builds_to_vdpbf16ps():
+    """Decisions sampled anew, as the search does: each schedule tensorizes and builds
+    (none vectorizes the loops around the intrinsic), and runs ``vdpbf16ps``."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from tuner.engine.bf16_dot import INTRIN, KEEP_SERIAL
     from tuner.engine.targets import resolve_target
     from tuner.engine.tasks import Lowering, extract_tasks
 
     info = resolve_target("llvm")
     tasks = extract_tasks(_tiny_net().relax_mod, info.target,
                           Lowering(layout="NHWC", precision="bf16"))
-    conv = next(t for t in tasks if "conv2d_nhwc_bf16" in t.name)
-    mod = conv.extracted.dispatched[0]
-    ctx = ms.TuneContext(mod=mod, target=info.target, space_generator="post-order-apply",
-                         search_strategy="replay-trace", rand_state=1, num_threads=1)
-    spaces = ctx.space_generator.generate_design_space(mod)
-    assert spaces and all("metatune_dot_16x2_bf16" in str(s.trace) for s in spaces)
-    sch = tvm.s_tir.Schedule(mod, seed=1)
-    spaces[0].trace.apply_to_schedule(sch, remove_postproc=True)
-    assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
-    assert "tensorize" in str(sch.trace)
-    asm = tvm.compile(sch.mod, info.target).mod.inspect_source("asm")
-    assert "vdpbf16ps" in asm
+    for task in (t for t in tasks if "nhwc_bf16" in t.name or "dense_bf16" in t.name):
+        mod = task.extracted.dispatched[0]
+        ctx = ms.TuneContext(mod=mod, target=info.target, space_generator="post-order-apply",
+                             search_strategy="replay-trace", rand_state=1, num_threads=1)
+        spaces = ctx.space_generator.generate_design_space(mod)
+        assert spaces and all(INTRIN in str(s.trace) and KEEP_SERIAL in str(s.trace)
+                              for s in spaces)
+        for seed in range(1, 5):
+            sch = tvm.s_tir.Schedule(mod, seed=seed)
+            tvm.s_tir.Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(
+                sch, remove_postproc=True)
+            assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
+            assert "tensorize" in str(sch.trace), task.name
+            asm = tvm.compile(sch.mod, info.target).mod.inspect_source("asm")
+            assert "vdpbf16ps" in asm, task.name
 
 
 @needs_bf16

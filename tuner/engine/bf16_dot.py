@@ -99,10 +99,35 @@ def _tiling_rule():
     return rule
 
 
+#: Loop annotation that keeps ``RewriteParallelVectorizeUnroll`` from vectorizing the
+#: loops around the intrinsic (it stops at the first annotated loop).
+KEEP_SERIAL = "metatune.keep_serial"
+
+
 def _apply_rule(sch, block):
     """``ApplyCustomRule``'s call for a block annotated :data:`RULE`: its tilings around
-    :data:`INTRIN` (the annotation stays, so no other tiling rule touches the block)."""
-    return list(_tiling_rule().apply(sch, block))
+    :data:`INTRIN` (the annotation stays, so no other tiling rule touches the block).
+
+    The innermost loop around the tensorized block is annotated :data:`KEEP_SERIAL`:
+    MetaSchedule's postprocessor would otherwise vectorize the spatial loops around the
+    intrinsic whenever their extents fit, and the intrinsic's own vectors cannot be
+    vectorized again (``Cannot broadcast lanes=16 to 32``): 10 of 16 random schedules of
+    a bf16 matmul failed to build so, as do TVM's own VNNI schedules
+    (``experiments/precision_probe.py``).
+    """
+    name = sch.get(block).name_hint
+    out = []
+    for tiled in _tiling_rule().apply(sch, block):
+        try:
+            outer = tiled.get_sblock(f"{name}_o")
+        except Exception:  # no intrinsic block (a tiling without it): nothing to keep
+            out.append(tiled)
+            continue
+        loops = tiled.get_loops(outer)
+        if loops:
+            tiled.annotate(loops[-1], KEEP_SERIAL, 1)
+        out.append(tiled)
+    return out
 
 
 @functools.cache
