@@ -9,8 +9,10 @@ Each round:
    Candidates measured before, in this run or in the database, are dropped. Optionally a
    larger "cold" sampler proposes while the task has no measurement yet
    (``cold_population``, ``cold_genetic_iters``; ``docs/lab/search/cold_start.md``). If TVM's
-   sampler raises, the round uses the carried-over candidates; after four failed draws in
-   a row the task stops (with a warning) instead of the whole run.
+   sampler raises (one stored record that does not re-apply to the task fails its whole
+   population: issue 61), the round draws again from a sampler not seeded from the database;
+   if that raises too, the round uses the carried-over candidates; after four failed draws
+   in a row the task stops (with a warning) instead of the whole run.
 2. **Features.** Each candidate's knob vector (:mod:`tuner.search.knobs`) and the cost model's
    prediction (the MetaTune model fine-tuned online on this task, or any other model).
 3. **Choice.** A GP over knob vectors with the prediction as its prior mean, fitted to this
@@ -112,6 +114,8 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
         self.leftover_hashes: list[int] = []  # theirs, kept: not hashed again
         self.pool_hashes: list[int] = []  # the structural hashes of the last pool drawn
         self.cold_failed = False
+        self.unseeded = None  # the sampler not seeded from the database, once needed
+        self.tuning_args: tuple = ()  # pre_tuning's design spaces, database, cost model
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
@@ -121,12 +125,15 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
             self.cold = self._sampler(self.params.cold_population or self.params.population,
                                       self.params.cold_genetic_iters or self.params.genetic_iters)
 
-    def _sampler(self, population: int, genetic_iters: int):
-        """A MetaSchedule evolutionary search proposing this task's candidate pools."""
+    def _sampler(self, population: int, genetic_iters: int, seeded: bool = True):
+        """A MetaSchedule evolutionary search proposing this task's candidate pools
+        (``seeded=False``: its population never starts from the database's best records)."""
         from tvm.s_tir import meta_schedule as ms
 
         params = dict(self.evolutionary, population_size=population,
                       genetic_num_iters=genetic_iters)
+        if not seeded:
+            params["init_measured_ratio"] = 0.0
         params["init_min_unmeasured"] = min(params.get("init_min_unmeasured", 50),
                                             population // 2)
         sampler = ms.search_strategy.EvolutionarySearch(**params)
@@ -147,13 +154,33 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
             self.hist_cands.append(as_candidate(sch))
             self.hist_y.append(_throughput(secs))
         # The sampler proposes a pool each round; it stops only when we do.
+        self.tuning_args = (design_spaces, database, cost_model)
         for sampler in self._samplers():
-            sampler.pre_tuning(1 << 30, self.params.pool_size, design_spaces, database,
-                               cost_model)
+            sampler.pre_tuning(1 << 30, self.params.pool_size, *self.tuning_args)
 
     def post_tuning(self) -> None:
         for sampler in self._samplers():
             sampler.post_tuning()
+        if self.unseeded is not None:
+            self.unseeded.post_tuning()
+            self.unseeded = None
+
+    def _draw_unseeded(self, why: str):
+        """The round's candidates from a sampler not seeded from the database (made on the
+        first failure of the seeded one: a stored record that does not re-apply fails
+        TVM's whole population), or ``None`` if it fails too."""
+        if self.unseeded is None:
+            logger.warning("%s: the evolutionary sampler failed (%s); when it fails, a "
+                           "round samples without seeding from the database's best records",
+                           self.context.task_name, why)
+            self.unseeded = self._sampler(self.params.population, self.params.genetic_iters,
+                                          seeded=False)
+            self.unseeded.pre_tuning(1 << 30, self.params.pool_size, *self.tuning_args)
+        try:
+            return self.unseeded.generate_measure_candidates()
+        except Exception as err:  # noqa: BLE001 - see _pool
+            logger.debug("the unseeded sampler failed too: %s", err)
+            return None
 
     def current_sampler(self):
         """The sampler proposing this round's pool: the cold one (if configured) while the
@@ -172,14 +199,18 @@ class BatchBOSearch(PySearchStrategy, PreloadedRecords):
             fresh = sampler.generate_measure_candidates()
         except Exception as err:  # noqa: BLE001 - TVM's sampler fails on some traces
             # (seen: "The block no longer exists in the IRModule" on a winograd task); the
-            # round goes on with the carried-over candidates, and the tuning run survives.
-            logger.warning("%s: the evolutionary sampler failed (%s); this round uses the "
-                           "carried-over candidates", self.context.task_name,
-                           str(err).strip().splitlines()[-1])
+            # round draws unseeded, else goes on with the carried-over candidates, and the
+            # tuning run survives.
+            why = (str(err).strip().splitlines() or [type(err).__name__])[-1]
             if sampler is self.cold:
                 self.cold_failed = True  # from now on the regular sampler proposes
-            self.pool_hashes = list(self.leftover_hashes)
-            return list(self.leftover)
+            fresh = self._draw_unseeded(why)
+            sampler = self.unseeded
+            if fresh is None:
+                logger.warning("%s: the evolutionary sampler failed (%s); this round uses "
+                               "the carried-over candidates", self.context.task_name, why)
+                self.pool_hashes = list(self.leftover_hashes)
+                return list(self.leftover)
         if fresh is None and not self.leftover:
             return None
         drawn = fresh is not None
