@@ -13,7 +13,8 @@ Three steps, each in its own module:
    distance of their iteration extents; the exact same workload first of all.
 3. **Replay** (:mod:`tuner.search.transfer_replay`): each kept record's trace applied to the
    task, tilings that no longer divide re-decided as the nearest perfect tiling, then the
-   task's postprocessors; what fails is dropped.
+   task's postprocessors; what fails is dropped, and so is a result whose own trace (what
+   the database stores) does not re-apply to the task as a stored record is rebuilt.
 
 The API, for the session (``memory.transfer=true``):
 
@@ -159,7 +160,9 @@ def transfer_candidates(task_mod, target, sources: list, k: int = 8, *, postproc
             trace = w.traces(rank)
             if trace is None:
                 continue
-            sch = replay_onto(trace, task_mod, postprocs, out.replay, refit)
+            # verify: the trace the database will store must rebuild the schedule the
+            # way the evolutionary search seeds its population (issue 61)
+            sch = replay_onto(trace, task_mod, postprocs, out.replay, refit, verify=True)
             if sch is None:
                 continue
             h = structural_hash(sch.mod)

@@ -14,8 +14,15 @@ same blocks by name and the same loops by position; only decisions can stop fitt
 - a ``SampleComputeLocation`` whose loop is gone: TVM takes the nearest loop outside it.
 
 Categorical decisions (unroll depth, ...) are kept. The trace is then applied without its
-postprocessing instructions, and the task's own postprocessors run on the result, as
-MetaSchedule's searches build every candidate; a trace that fails on the way is dropped.
+postprocessing instructions, and the task's own postprocessors run on the result after an
+``EnterPostproc`` mark, as MetaSchedule's searches build every candidate; a trace that fails
+on the way is dropped. The mark matters: the candidate's trace is what the database stores,
+and MetaSchedule's evolutionary search rebuilds its population from the best records by
+applying them without their postprocessing (what follows the mark) and postprocessing
+again. Unmarked, a ``RewriteLayout`` ``TransformLayout`` stayed in the replayed part and
+the second layout rewrite failed TVM's check (``args.size() ==
+initial_indices_orig.size()``), which made the whole sampler fail for the task in every
+later round (issue 61). :func:`reapplies` checks a candidate the way the search rebuilds it.
 """
 
 from __future__ import annotations
@@ -92,8 +99,34 @@ class ReplayStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+def reapplies(sch, mod, postprocs: list) -> bool:
+    """Whether ``sch``'s trace rebuilds a schedule of ``mod`` the way MetaSchedule's searches
+    rebuild a stored record: applied to a fresh schedule without its postprocessing
+    instructions, then ``EnterPostproc`` and the postprocessors.
+
+    Args:
+        sch: A postprocessed ``tvm.s_tir.Schedule`` of ``mod`` (a candidate).
+        mod: The task's ``IRModule``.
+        postprocs: The task's postprocessors, initialized.
+
+    Returns:
+        ``True`` when every instruction applies and every postprocessor accepts.
+    """
+    from tvm.s_tir import Schedule
+
+    fresh = Schedule(mod)
+    try:
+        sch.trace.apply_to_schedule(fresh, remove_postproc=True)
+        fresh.enter_postproc()
+        return all(p.apply(fresh) for p in postprocs)
+    except Exception as err:  # noqa: BLE001 - TVM raises many kinds on a trace that does not fit
+        logger.debug("a replayed trace does not re-apply: %s",
+                     str(err).strip().splitlines()[-1:])
+        return False
+
+
 def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None,
-                refit: bool = True):
+                refit: bool = True, verify: bool = False):
     """Apply ``trace`` (measured on another workload of the same kind) to ``mod``.
 
     Args:
@@ -104,10 +137,13 @@ def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None,
         stats: Counts to add this replay to.
         refit: Re-decide tilings that no longer fit as the nearest perfect tiling
             (:func:`refit_tiles`); ``False``: leave them to TVM's own fallback.
+        verify: Also check that the result's trace re-applies to a fresh schedule of
+            ``mod`` as a stored record is rebuilt (:func:`reapplies`); one that does not
+            counts as rejected.
 
     Returns:
-        The postprocessed ``tvm.s_tir.Schedule``, or ``None`` when an instruction failed or
-        a postprocessor refused the result.
+        The postprocessed ``tvm.s_tir.Schedule``, or ``None`` when an instruction failed,
+        a postprocessor refused the result, or (``verify``) its trace does not re-apply.
     """
     from tvm.s_tir import Schedule
 
@@ -134,12 +170,13 @@ def replay_onto(trace, mod, postprocs: list, stats: ReplayStats | None = None,
         stats.failed += 1
         logger.debug("transferred trace does not apply: %s", str(err).strip().splitlines()[-1:])
         return None
+    sch.enter_postproc()  # as MetaSchedule marks it: a stored trace re-applies without it
     try:
         ok = all(p.apply(sch) for p in postprocs)
     except Exception as err:  # noqa: BLE001 - a postprocessor may raise instead of refusing
         logger.debug("postprocessor failed on a transferred trace: %s", err)
         ok = False
-    if not ok:
+    if not ok or (verify and not reapplies(sch, mod, postprocs)):
         stats.rejected += 1
         return None
     stats.applied += 1
