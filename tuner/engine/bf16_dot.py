@@ -14,6 +14,11 @@ the instruction.
 The intrinsic, :data:`INTRIN`: ``C[i] += A[k] * B[i, k]`` over ``i < 16, k < 2`` with ``A``
 and ``B`` bf16 and ``C`` f32: sixteen output channels, two reduction elements, one
 instruction. ``B`` must be stored as ``[..., 16, 2]`` (see :mod:`tuner.engine.bf16_ops`).
+``A`` holds bf16 bits as ``uint16``, made and read with integer arithmetic
+(:func:`tuner.engine.bf16_ops.bf16_bits`): it is the kernel's own buffer of rounded
+inputs, and ``BF16ComputeLegalize`` stores a function's own bf16 buffers as f32, whose
+loads the instruction cannot take (``Invalid bitcast <2 x float> to i32``), nor can a
+bf16 value be reinterpreted as bits there (``Invalid bitcast float to i16``).
 
 The schedule rule, :data:`RULE`: the bf16 compute blocks of :mod:`tuner.engine.bf16_ops`
 carry the annotation ``schedule_rule = RULE``; MetaSchedule's ``ApplyCustomRule`` then
@@ -54,7 +59,7 @@ def _prim_funcs():
     llvm_ir = _LLVM_IR
 
     @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((2,), "bfloat16", offset_factor=1),
+    def desc(A: T.Buffer((2,), "uint16", offset_factor=1),
              B: T.Buffer((16, 2), "bfloat16", offset_factor=1),
              C: T.Buffer((16,), "float32", offset_factor=1)) -> None:
         with T.sblock("root"):
@@ -64,19 +69,21 @@ def _prim_funcs():
                 for k in T.serial(0, 2):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vk], "float32") * T.cast(B[vi, vk], "float32")
+                        C[vi] = C[vi] + T.reinterpret(
+                            "float32", T.shift_left(T.Cast("uint32", A[vk]), T.uint32(16))
+                        ) * T.cast(B[vi, vk], "float32")
 
     @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((2,), "bfloat16", offset_factor=1),
+    def impl(A: T.Buffer((2,), "uint16", offset_factor=1),
              B: T.Buffer((16, 2), "bfloat16", offset_factor=1),
              C: T.Buffer((16,), "float32", offset_factor=1)) -> None:
         with T.sblock("root"):
             T.reads(C[0:16], A[0:2], B[0:16, 0:2])
             T.writes(C[0:16])
             with T.attr(0, "pragma_import_llvm", llvm_ir):
-                a_pair = T.reinterpret(A.vload([0], "bfloat16x2"), dtype="int32")
-                a = T.reinterpret(T.broadcast(a_pair, 16), dtype="int16x32")
-                b = T.reinterpret(B.vload([0, 0], dtype="bfloat16x32"), dtype="int16x32")
+                a_pair = T.reinterpret("int32", A.vload([0], "uint16x2"))
+                a = T.reinterpret("int16x32", T.broadcast(a_pair, 16))
+                b = T.reinterpret("int16x32", B.vload([0, 0], dtype="bfloat16x32"))
                 C[T.ramp(T.int32(0), 1, 16)] = T.call_pure_extern(
                     "float32x16", "metatune_dpbf16ps", C.vload([0], dtype="float32x16"), a, b)
 

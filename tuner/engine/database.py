@@ -208,7 +208,10 @@ def open_database(work_dir: str, repair: bool = False):
     """
     from tvm.s_tir import meta_schedule as ms
 
+    from tuner.engine.bf16_dot import register
+
     check_database_files(work_dir, repair=repair)
+    register()  # a bf16 run's traces name its intrinsic: TVM reads them only once it is known
     try:
         return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
     except Exception as err:  # TVM raises its own error types on bad content

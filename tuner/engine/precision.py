@@ -5,9 +5,9 @@ the AVX-512 BF16 dot product).
 :func:`tuner.engine.tasks.fuse_pipeline`, so extraction and the final compile agree): each
 2-D convolution in NHWC with one group, an even number of input channels and a multiple
 of 16 output channels, and each matmul by a 2-D weight (``K`` even, ``N`` a multiple of
-16), becomes :mod:`tuner.engine.bf16_ops`' bf16 compute: its input rounded to bf16 (the
-rounding fuses into the producing kernel), its weight packed and rounded to bf16 once at
-compile time, products accumulated in f32 by ``vdpbf16ps``, output f32. Everything else
+16), becomes :mod:`tuner.engine.bf16_ops`' bf16 compute: its input rounded to bf16 inside
+the kernel, its weight packed and rounded to bf16 once at compile time, products summed
+in f32 by ``vdpbf16ps``, output f32. Everything else
 (the first convolution's three channels, depthwise convolutions, attention's matmul of
 two activations, bias, activations, pooling, softmax) stays f32, and so do the network's
 input and output.
@@ -93,14 +93,12 @@ def _conv2d(bb, call):
         and wshape[0] % LANES == 0 and wshape[3] % PAIR == 0 and dshape[3] == wshape[3])
     if not eligible:
         return _default(bb, call)
-    pad = [int(p) for p in attrs.padding]
-    x = bb.emit_te(bf16_ops.to_bf16, data, pad, primfunc_name_hint="to_bf16")
     w = bb.emit_te(bf16_ops.pack_conv_weight, weight, primfunc_name_hint="pack_bf16")
     func = bf16_ops.prim_func(
-        bf16_ops.conv2d_nhwc, [_static(x.ty.shape), _static(w.ty.shape)],
-        [int(s) for s in attrs.strides], [int(d) for d in attrs.dilation],
+        bf16_ops.conv2d_nhwc, [dshape, _static(w.ty.shape)], [int(s) for s in attrs.strides],
+        [int(p) for p in attrs.padding], [int(d) for d in attrs.dilation],
         name="conv2d_nhwc_bf16")
-    return _call(bb, func, "conv2d_nhwc_bf16", [x, w])
+    return _call(bb, func, "conv2d_nhwc_bf16", [data, w])
 
 
 def _matmul(bb, call):
@@ -123,8 +121,8 @@ def _matmul(bb, call):
     rows = 1
     for d in ashape[:-1]:
         rows *= d
-    x = bb.emit_te(lambda t: bf16_ops.to_bf16(topi.reshape(t, [rows, ashape[-1]])), a,
-                   primfunc_name_hint="to_bf16")
+    x = a if len(ashape) == 2 else bb.emit_te(topi.reshape, a, [rows, ashape[-1]],
+                                              primfunc_name_hint="reshape")
     w = bb.emit_te(bf16_ops.pack_dense_weight, b, primfunc_name_hint="pack_bf16")
     func = bf16_ops.prim_func(bf16_ops.dense, [[rows, ashape[-1]], _static(w.ty.shape)],
                               name="dense_bf16")

@@ -60,6 +60,9 @@ def open_predictions(work_dir: str):
     """The JSON database of predicted schedules under ``<work_dir>/predicted``."""
     from tvm.s_tir import meta_schedule as ms
 
+    from tuner.engine.bf16_dot import register
+
+    register()  # a bf16 run's picks name its intrinsic (tuner.engine.precision)
     path = os.path.join(work_dir, PREDICTED_DIR)
     os.makedirs(path, exist_ok=True)
     return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
