@@ -327,6 +327,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--windows", type=int, default=EvaluateConfig.repeat,
                    help="timing windows per build (default: tune.py's)")
     p.add_argument("--min-window-ms", type=float, default=EvaluateConfig.min_repeat_ms)
+    p.add_argument("--quiet-wait", type=float, default=10.0,
+                   help="minutes to wait, before timing a network, for other processes to "
+                        "leave the cores (then timed anyway, marked as under load)")
     p.add_argument("--rounds", type=int, default=EvaluateConfig.rounds)
     p.add_argument("--work-root", help="work dirs (default work/tuning-speed/<platform>)")
     p.add_argument("--runs-dir", default=RUNS, help="where the records go, per platform")
@@ -351,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     platform = args.platform or this_platform()
     if not args.report_only:
         timing = {"windows": args.windows, "min_window_ms": args.min_window_ms,
-                  "rounds": args.rounds}
+                  "rounds": args.rounds, "quiet_wait_minutes": args.quiet_wait}
         if not args.time:
             check_tune_args(args.presets, args.overrides)
             work_root = in_repo(args.work_root or os.path.join("work", "tuning-speed",

@@ -186,8 +186,19 @@ def collect(runs: str, platform: str, networks: list[str]) -> dict:
                         "rungs": rows,
                         "torch_ms": (timing or {}).get("latency_ms", {}).get("torch"),
                         "timed": None if timing is None else {
-                            k: timing.get(k) for k in ("date", "runtime", "target", "timing")}}
+                            k: timing.get(k) for k in ("date", "runtime", "target", "timing",
+                                                       "machine_load")}}
     return {"networks": out, "records": records}
+
+
+def _timing_load(timed: dict) -> str:
+    """A warning when other processes took a share of the cores while a network was timed."""
+    load = timed.get("machine_load") or {}
+    if not load.get("loaded"):
+        return ""
+    return (f" **Under load**: other processes took {load['foreign_share']:.0%} of the cores "
+            "while it was timed; these latencies are not clean (`--time --retime` on a quiet "
+            "machine).")
 
 
 def _loaded_mark(row: dict) -> str:
@@ -262,7 +273,7 @@ def page(doc: dict, prov: dict, records: list[dict], run_notes: str = "") -> str
     for name, n in doc["networks"].items():
         lines += ["", f"## {name}", "", f"PyTorch eager: {_ms(n['torch_ms'])} ms"
                   + (f", timed side by side with every build below on {n['timed']['date']}."
-                     if n["timed"] else "; nothing timed yet.")]
+                     + _timing_load(n["timed"]) if n["timed"] else "; nothing timed yet.")]
         if not n["rungs"]:
             lines += ["", "No rung yet."]
             continue

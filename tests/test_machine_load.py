@@ -48,3 +48,17 @@ def test_descendants_and_real_proc():
     assert ml._descendants(10, procs) == {10, 11, 12}
     real = ml._processes()
     assert os.getpid() in real and real[os.getpid()][0] == os.getppid()
+
+
+def test_wait_until_quiet(monkeypatch):
+    me = os.getpid()
+    monkeypatch.setattr(ml, "_processes", lambda: {me: (1, 0.0), 70: (1, 5.0)})
+    quiet = ml.wait_until_quiet(max_wait_s=5, window_s=0.05, log=lambda m: None)
+    assert quiet is not None and quiet["loaded"] is False
+
+    burn = iter(range(0, 10**9, 10**6))  # another process gains CPU seconds at every sample
+    monkeypatch.setattr(ml, "_processes", lambda: {me: (1, 0.0), 70: (1, float(next(burn)))})
+    said = []
+    busy = ml.wait_until_quiet(max_wait_s=0.2, window_s=0.05, log=said.append)
+    assert busy["loaded"] is True
+    assert any("timing anyway" in m for m in said)
