@@ -36,6 +36,9 @@ import functools
 INTRIN = "metatune_dot_16x2_bf16"
 #: Value of the ``schedule_rule`` annotation that asks for :func:`_apply_rule`.
 RULE = "metatune.bf16_dot"
+#: Value of the ``schedule_rule`` annotation of a block that rounds a kernel's input to
+#: bf16: :func:`_keep_at_root` (computed whole, before the reduction).
+ROUND_RULE = "metatune.bf16_round"
 #: Output channels (lanes of f32) and reduction elements of one instruction.
 LANES, PAIR = 16, 2
 
@@ -137,6 +140,17 @@ def _apply_rule(sch, block):
     return out
 
 
+def _keep_at_root(sch, block):
+    """``ApplyCustomRule``'s call for a block annotated :data:`ROUND_RULE`: the schedule
+    as it is, the annotation kept, so that no rule moves the block. MetaSchedule's
+    ``RandomComputeLocation`` would otherwise sample its location among the reduction's
+    loops or inline it, and an inlined rounding makes the reduction's input an
+    expression the intrinsic does not match: 5 of the 6 networks' slowest tasks so tuned
+    were never tensorized. At the root, the postprocessor parallelizes and vectorizes it.
+    """
+    return [sch]
+
+
 @functools.cache
 def register() -> None:
     """Register :data:`INTRIN` and the rule :data:`RULE` in this process (idempotent).
@@ -153,6 +167,7 @@ def register() -> None:
     if TensorIntrin.get(INTRIN, allow_missing=True) is None:
         TensorIntrin.register(INTRIN, *_prim_funcs())
     for key in TARGET_KEYS:
-        name = f"s_tir.meta_schedule.{key}.{RULE}"
-        if tvm_ffi.get_global_func(name, allow_missing=True) is None:
-            tvm_ffi.register_global_func(name, _apply_rule)
+        for rule, func in ((RULE, _apply_rule), (ROUND_RULE, _keep_at_root)):
+            name = f"s_tir.meta_schedule.{key}.{rule}"
+            if tvm_ffi.get_global_func(name, allow_missing=True) is None:
+                tvm_ffi.register_global_func(name, func)

@@ -14,15 +14,15 @@ The blocks are shaped for MetaSchedule (:func:`prim_func`):
   carries ``schedule_rule = bf16_dot.RULE``;
 - its sums are written in the output's own layout, so the copy out is elementwise and
   MetaSchedule inlines it and fuses the epilogue (bias, activation) into the tiles;
-- the rounding block writes ``[..., channel // 2 * 2 + channel % 2]``: its store indices
-  are not plain variables, so MetaSchedule may compute it at any loop of the reduction's
-  tiles but never inline it into the reduction (an inlined padding turns the input into
-  an ``if_then_else`` the intrinsic does not match, and the schedule is not tensorized).
+- the rounding block carries ``schedule_rule = bf16_dot.ROUND_RULE``: it stays at the
+  root, computed whole before the reduction (inlined into the reduction, it would turn
+  the input into an expression the intrinsic does not match, and the schedule would not
+  be tensorized).
 """
 
 from __future__ import annotations
 
-from tuner.engine.bf16_dot import LANES, PAIR, RULE
+from tuner.engine.bf16_dot import LANES, PAIR, ROUND_RULE, RULE
 
 #: Relax's ``OpPatternKind.kOutEWiseFusable``: what TVM's own conv2d and matmul are.
 OUT_ELEMWISE_FUSABLE = 4
@@ -105,7 +105,7 @@ def conv2d_nhwc(data, packed, strides, padding, dilation):
         lambda b, y, x, c, i: tirx.if_then_else(
             tirx.all(y >= top, y < top + h, x >= left, x < left + w),
             bf16_bits(data[b, y - top, x - left, c * PAIR + i]), zero),
-        name="to_bf16")
+        name="to_bf16", attrs={"schedule_rule": ROUND_RULE})
     rh = te.reduce_axis((*_i64(0, kh),), "rh")
     rw = te.reduce_axis((*_i64(0, kw),), "rw")
     rc = te.reduce_axis((*_i64(0, cc),), "rc")
@@ -137,7 +137,7 @@ def dense(data, packed):
     m = int(data.shape[0])
     no, kk, _, _ = (int(d) for d in packed.shape)
     rounded = te.compute(_i64(m, kk, PAIR), lambda i, k, j: bf16_bits(data[i, k * PAIR + j]),
-                         name="to_bf16")
+                         name="to_bf16", attrs={"schedule_rule": ROUND_RULE})
     rk = te.reduce_axis((*_i64(0, kk),), "rk")
     ri = te.reduce_axis((*_i64(0, PAIR),), "ri")
     blocked = te.compute(
