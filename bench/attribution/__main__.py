@@ -113,6 +113,9 @@ def document(args: argparse.Namespace, runs: list[Run], skipped: dict) -> dict:
             "variants": [v.name for v in variants], "trials": args.trials,
             "batch": args.batch, "runs_dir": os.path.relpath(args.runs_dir, REPO),
             "runs_done": done, "runs_planned": len(runs), "skipped": skipped,
+            "runs_loaded": sum(bool((r.get("machine_load") or {}).get("loaded"))
+                               for r in records),
+            "runs_load_unknown": sum(r.get("machine_load") is None for r in records),
             "failed": [f for f in failed
                        if (f["task"], f["variant"], f["seed"]) in planned],
             "rows": rows, "parts": parts, "sentences": sentences(rows, parts, args.trials)}

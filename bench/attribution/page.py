@@ -69,6 +69,9 @@ def markdown(doc: dict) -> str:
         *([f"- runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
           if doc.get("measured") else []),
         "- measured on:", *_nested(doc["machines"]),
+        *([f"- {doc['runs_loaded']} of the runs tuned while other processes took more than "
+           "10 % of the cores (their times, and their measurements, are not clean)"]
+          if doc.get("runs_loaded") else []),
         *(["- code (git commit) of the runs:", *_nested(doc["code"])] if doc.get("code") else []),
         *(["- what the cost models were trained on:", *_nested(doc["trained_on"])]
           if doc.get("trained_on") else []),

@@ -71,12 +71,15 @@ def work(run: Run, trials: int, batch: int, out: str, overrides: list[str]) -> i
         overrides: Tune overrides for every run, after the variant's own.
     """
     from bench.common import tune_one_task
+    from bench.machine_load import LoadMeter
 
     network, name = run.task.split("/", 1)
     extra = run.variant.tune_overrides() + list(overrides)
     try:
-        record = tune_one_task(network, name, run.variant.preset, run.seed, trials, batch,
-                               extra, layout=LAYOUT)
+        with LoadMeter() as load:
+            record = tune_one_task(network, name, run.variant.preset, run.seed, trials, batch,
+                                   extra, layout=LAYOUT)
+        record["machine_load"] = load.result
     except (Exception, SystemExit) as err:  # noqa: BLE001 - recorded, not retried blindly
         lines = traceback.format_exc().strip().splitlines()
         error = f"{type(err).__name__}: {err}".strip()
