@@ -20,6 +20,8 @@ import json
 import os
 import tempfile
 
+import numpy as np
+
 from bench.common import REPO, provenance, write_json_atomic
 from bench.runtimes import tune_work_dir
 
@@ -50,9 +52,22 @@ def tuned_build(work_dir: str, report: dict):
                                     lowering)
 
 
+def kernel_times(compiled, x, rounds: int = 3, repeat: int = 10) -> dict[str, float]:
+    """Microseconds per inference of each function the build calls (all its calls), the
+    least of ``rounds`` medians of ``repeat`` instrumented runs
+    (:meth:`tuner.engine.evaluate.CompiledNetwork.profile`), slowest first."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        times, _ = compiled.profile(x, repeat)
+        for name, (_, us) in times.items():
+            best[name] = min(best.get(name, us), us)
+    return dict(sorted(best.items(), key=lambda kv: -kv[1]))
+
+
 def measure(network: str, trials: int, work_root: str, extra: list[str],
             timing: dict) -> dict:
     """Tune ``network`` in both precisions and time both builds beside the others."""
+    from bench.machine_load import LoadMeter, wait_until_quiet
     from bench.runtime_timers import Runtime, deploy_runtimes, time_side_by_side, versions
     from metatune.provenance import code_version
     from tuner.engine.runtime import tvm_num_threads
@@ -80,8 +95,14 @@ def measure(network: str, trials: int, work_root: str, extra: list[str],
                 for p, (_, c) in builds.items()}
     runtimes.update(others)
     print(f"timing {', '.join(runtimes)} side by side", flush=True)
-    side = time_side_by_side(runtimes, others["torch"].output, **timing)
+    quiet = wait_until_quiet(600)
+    with LoadMeter() as meter:
+        side = time_side_by_side(runtimes, others["torch"].output, **timing)
     lat = side["latency_ms"]
+    profile = {p: kernel_times(c, x) for p, (_, c) in builds.items()}
+    # under load the median is the load's; the fastest windows are the cores' own
+    low = {n: {"min": min(w), "p10": float(np.percentile(w, 10))}
+           for n, w in side["latency_windows_ms"].items()}
     return {
         "network": network, "trials": trials,
         "tuning": {p: {k: r.get(k) for k in ("trials_total", "tuning_seconds", "failures")}
@@ -89,7 +110,11 @@ def measure(network: str, trials: int, work_root: str, extra: list[str],
                       "bf16_tasks": sum("_bf16" in t["name"] for t in r.get("tasks") or [])}
                    for p, r in reports.items()},
         **side, "failures": failures,
+        "fastest_windows_ms": low, "load_before": quiet, "load": meter.result,
+        "kernel_us": profile,
         "bf16_over_fp32": lat["tvm_bf16"] / lat["tvm_fp32"],
+        "bf16_over_fp32_p10": low["tvm_bf16"]["p10"] / low["tvm_fp32"]["p10"],
+        "bf16_over_fp32_min": low["tvm_bf16"]["min"] / low["tvm_fp32"]["min"],
         "versions": versions(), "code": code_version(),
     }
 
