@@ -49,6 +49,25 @@ def test_a_precision_that_cannot_run_is_refused_in_one_line(precision, layout, m
                          if mcpu is None else ["precision=nope"])
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--precision", "bf16", "--target", '{"kind": "llvm", "mcpu": "znver3"}'],
+     "needs a CPU with AVX-512 BF16"),
+    (["--precision", "bf16", "layout=NCHW"], "needs layout=NHWC"),
+    (["--precision", "int8"], "choose one of fp32, bf16"),
+])
+def test_tune_py_refuses_a_precision_it_cannot_run_before_making_the_work_dir(
+        argv, says, capsys, tmp_path):
+    import tune
+
+    flags = [a for a in argv if "=" not in a or a.startswith("{")]
+    overrides = [a for a in argv if a not in flags]
+    code = tune.main(flags + ["--work-dir", str(tmp_path / "w"), "evaluate.enabled=false",
+                              *overrides])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: ") and says in err and "\n" not in err
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_cpu_with_avx512_bf16_passes_and_bf16_loosens_the_check():
     import tvm
 
