@@ -109,15 +109,18 @@ def design_spaces(target) -> dict:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.engine.bf16_dot import INTRIN, RULE, register
+    from tuner.engine import bf16_ops
+    from tuner.engine.bf16_dot import INTRIN, LANES, PAIR, register
 
     register()
     out = {}
     cases = {"u8 x i8 -> i32": _matmul(("uint8", "int8"), "int32"),
              "bf16 x bf16 -> f32": _matmul(("bfloat16", "bfloat16"), "float32")}
-    annotated = tvm.s_tir.Schedule(cases["bf16 x bf16 -> f32"])
-    annotated.annotate(annotated.get_sblock("C"), "schedule_rule", RULE)
-    cases["bf16, block annotated for tuner.engine.bf16_dot"] = annotated.mod["main"]
+    # the product's own bf16 dense (rounding block, annotated reduction), as tune.py
+    # --precision bf16 builds it: a 256 x 256 f32 matmul by a packed bf16 weight
+    cases["bf16, block annotated for tuner.engine.bf16_dot"] = bf16_ops.prim_func(
+        bf16_ops.dense, [[256, 256], [256 // LANES, 256 // PAIR, LANES, PAIR]],
+        name="dense_bf16")
     for name, func in cases.items():
         mod = tvm.IRModule({"main": func})
         ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
