@@ -9,7 +9,9 @@ seeded, batch norm folded) and times them all on the same float32 input (an NCHW
 ``bert-tiny``: token embeddings), in
 alternating rounds (:func:`tuner.engine.timing.interleaved`), each output checked against
 PyTorch eager. OpenVINO runs twice: in f32 and in its default precision (bf16 on CPUs that
-have it: a lower precision, reported apart).
+have it: a lower precision, reported apart). ``--precision bf16`` tunes the network with
+``tune.py --precision bf16`` instead (work dir ``<network>-<budget>-bf16``, docs/precision.md)
+and compares its build with OpenVINO's bf16.
 
 A network and budget whose record exists (``docs/bench/runs/runtimes/<platform>/``) is not
 measured again; the page (``docs/bench/runtimes.md`` and ``.json``) shows every record.
@@ -20,6 +22,7 @@ Examples:
     python -m bench.runtimes --networks alexnet --budgets 16
     python -m bench.runtimes --report-only         # rewrite the page from the records
     python -m bench.runtimes --retime              # time the tuned work dirs again
+    python -m bench.runtimes --precision bf16 --networks resnet-18   # bf16 against bf16
 """
 
 from __future__ import annotations
@@ -56,11 +59,19 @@ LABELS = {"tvm_tuned": "TVM tuned", "torch": "PyTorch eager", "torch_compile": "
 #: The runtimes that compute in float32 (the fastest of them is the page's winner).
 F32 = ("tvm_tuned", "torch", "torch_compile", "metatune_compile", "metatune_load",
        "onnxruntime", "openvino_f32")
+#: ``tune.py``'s precision -> the name the records use for it (OpenVINO's spelling).
+PRECISION_NAMES = {"fp32": "f32", "bf16": "bf16"}
 
 
-def record_path(runs: str, platform: str, network: str, budget: int) -> str:
-    """Where one network and budget's record goes."""
-    return os.path.join(runs, platform, f"{network}-{budget}.json")
+def run_name(network: str, budget: int, precision: str = "fp32") -> str:
+    """The name of a network, budget and precision's work dir and record."""
+    return f"{network}-{budget}" + ("" if precision == "fp32" else f"-{precision}")
+
+
+def record_path(runs: str, platform: str, network: str, budget: int,
+                precision: str = "fp32") -> str:
+    """Where one network, budget and precision's record goes."""
+    return os.path.join(runs, platform, run_name(network, budget, precision) + ".json")
 
 
 def tune_work_dir(network: str, budget: int, work_dir: str, extra: list[str]) -> dict:
@@ -102,7 +113,8 @@ def tuned_build(work_dir: str, report: dict):
     network = load_network(config.get("network"), batch=int(config.get("batch") or 1),
                            fold_bn=bool(config.get("fold_bn", True)))
     lowering = Lowering(pack_weights=bool(config.get("pack_weights", True)),
-                        layout=str(config.get("layout") or settings.get("layout") or "NCHW"))
+                        layout=str(config.get("layout") or settings.get("layout") or "NCHW"),
+                        precision=str(config.get("precision") or "fp32"))
     database = with_predictions(open_database(work_dir), work_dir)
     return network, compile_network(network.relax_mod, target, database, device_type,
                                     lowering), num_cores
@@ -148,7 +160,7 @@ def metatune_runtimes(module, x, work_dir: str, failures: dict[str, str]) -> dic
 
 
 def measure(network: str, budget: int, work_root: str, extra: list[str],
-            timing: dict[str, Any], command: str) -> dict:
+            timing: dict[str, Any], command: str, precision: str = "fp32") -> dict:
     """Tune ``network`` to ``budget`` trials, then time every runtime side by side.
 
     Args:
@@ -159,6 +171,7 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
         timing: :func:`bench.runtime_timers.time_side_by_side`'s ``windows``,
             ``min_window_ms`` and ``rounds``.
         command: The command measuring it (recorded).
+        precision: ``tune.py``'s ``precision`` (``fp32`` or ``bf16``).
 
     Returns:
         The record (without its ``date``: :func:`bench.common.recorded_run` stamps it).
@@ -169,8 +182,8 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
     from tuner.engine.runtime import configure_tvm_threads, runtime_info, tvm_num_threads
     from tuner.engine.targets import resolve_target
 
-    work_dir = os.path.join(work_root, f"{network}-{budget}")
-    report = tune_work_dir(network, budget, work_dir, extra)
+    work_dir = os.path.join(work_root, run_name(network, budget, precision))
+    report = tune_work_dir(network, budget, work_dir, [*extra, f"precision={precision}"])
     net, compiled, threads = tuned_build(work_dir, report)
     x = net.example_input()
     failures: dict[str, str] = {}
@@ -180,14 +193,18 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
         raise RuntimeError(f"PyTorch eager, the reference, failed: {failures['torch']}")
     ours = metatune_runtimes(net.torch_module, x, work_dir, failures)
     configure_tvm_threads(threads)  # the backend's compile sized TVM's pool for its target
-    runtimes = {"tvm_tuned": Runtime(compiled.timer(x), compiled.run(x), tvm_num_threads()),
-                **{name: rt._replace(threads=tvm_num_threads()) for name, rt in ours.items()},
+    ours_precision = PRECISION_NAMES[precision]
+    runtimes = {"tvm_tuned": Runtime(compiled.timer(x), compiled.run(x), tvm_num_threads(),
+                                     ours_precision),
+                **{name: rt._replace(threads=tvm_num_threads(), precision=ours_precision)
+                   for name, rt in ours.items()},
                 **others}
     print(f"timing {', '.join(runtimes)} side by side ({threads} threads each)", flush=True)
     side = time_side_by_side(runtimes, others["torch"].output, **timing)
     tasks = report.get("tasks") or []
     return {
-        "network": network, "budget": budget, "input_shape": list(net.input_shape),
+        "network": network, "budget": budget, "tuned_precision": precision,
+        "input_shape": list(net.input_shape),
         "notes": net.notes, "preset": report.get("preset"),
         "trials_total": report.get("trials_total"), "tuning_seconds": report.get(
             "tuning_seconds"), "resumed": report.get("trials_run") != report.get("trials_total"),
@@ -214,7 +231,8 @@ def load_records(runs: str) -> list[dict]:
                     out.append(json.load(f))
     order = {n: i for i, n in enumerate(NETWORKS)}
     return sorted(out, key=lambda r: (r["platform"], order.get(r["network"], len(order)),
-                                      r["network"], r["budget"]))
+                                      r["network"], r.get("tuned_precision", "fp32") != "fp32",
+                                      r["budget"]))
 
 
 def _ms(value: float | None) -> str:
@@ -227,23 +245,44 @@ def _cell(rec: dict, name: str) -> str:
     if lat is None:
         return "failed" if name in rec.get("failures", {}) else "-"
     frac = f"{lat / rec['latency_ms']['torch']:.2f}x"
-    prec = rec.get("precision", {}).get(name, "f32")
+    prec = _precision(rec, name)
     return f"{_ms(lat)} ({frac}{'' if prec == 'f32' else ', ' + prec})"
+
+
+def _precision(rec: dict, name: str) -> str:
+    """The precision a runtime of the record ran in (``f32`` where not recorded)."""
+    return rec.get("precision", {}).get(name, "f32")
+
+
+def _trials(rec: dict) -> str:
+    """The record's trials cell: the budget, and the tuned precision where not fp32."""
+    tuned = rec.get("tuned_precision", "fp32")
+    return f"{rec['budget']}" + ("" if tuned == "fp32" else f" ({tuned})")
 
 
 def fastest_f32(rec: dict) -> str | None:
     """The fastest float32 runtime of the record."""
-    lat = {n: rec["latency_ms"][n] for n in F32 if rec["latency_ms"].get(n) is not None}
+    lat = {n: rec["latency_ms"][n] for n in F32
+           if rec["latency_ms"].get(n) is not None and _precision(rec, n) == "f32"}
     return min(lat, key=lat.get) if lat else None
 
 
+def rivals_of(rec: dict) -> tuple[str, ...]:
+    """The runtimes the tuned build must match: ONNX Runtime and OpenVINO f32 for an f32
+    build; OpenVINO's default for a bf16 build, where that ran in bf16 too."""
+    tuned = _precision(rec, "tvm_tuned")
+    if tuned == "f32":
+        return ("onnxruntime", "openvino_f32")
+    return ("openvino_default",) if _precision(rec, "openvino_default") == tuned else ()
+
+
 def verdict(rec: dict) -> tuple[bool | None, str]:
-    """Whether the tuned build is at or below the faster of ONNX Runtime and OpenVINO f32,
-    and a sentence saying so with the numbers (``None``: one of them was not timed)."""
+    """Whether the tuned build is at or below the faster of its rivals (:func:`rivals_of`),
+    and a sentence saying so with the numbers (``None``: none of them was timed)."""
     lat = rec["latency_ms"]
-    rivals = {n: lat[n] for n in ("onnxruntime", "openvino_f32") if lat.get(n) is not None}
+    rivals = {n: lat[n] for n in rivals_of(rec) if lat.get(n) is not None}
     if lat.get("tvm_tuned") is None or not rivals:
-        return None, "not compared (the tuned build or both rivals were not timed)"
+        return None, "not compared (the tuned build or its rivals were not timed)"
     best = min(rivals, key=rivals.get)
     ratio = lat["tvm_tuned"] / rivals[best]
     if ratio <= 1.0:
@@ -279,12 +318,14 @@ def page(records: list[dict], prov: dict) -> str:
     for r in records:
         ok, _ = verdict(r)
         best = fastest_f32(r)
-        lines.append(f"| {r['platform']} | {r['network']} | {r['budget']} | "
+        lines.append(f"| {r['platform']} | {r['network']} | {_trials(r)} | "
                      + " | ".join(_cell(r, n) for n in names)
                      + f" | {LABELS[best] if best else '-'} | "
                      f"{'-' if ok is None else ('yes' if ok else '**no**')} |")
-    lines += ["", "## Tuned build against the faster of ONNX Runtime and OpenVINO f32", ""]
-    lines += [f"- {r['platform']}, {r['network']}, {r['budget']} trials: {verdict(r)[1]}."
+    lines += ["", "## Tuned build against the faster of ONNX Runtime and OpenVINO f32", "",
+              "A build tuned in bf16 (`--precision bf16`; trials marked *bf16*) is compared "
+              "with OpenVINO's default, bf16, instead.", ""]
+    lines += [f"- {r['platform']}, {r['network']}, {_trials(r)} trials: {verdict(r)[1]}."
               for r in records] or ["- no records yet."]
     lines += ["", "## Outputs and threads", "",
               "Relative max error of each output against PyTorch eager's (max |difference| "
@@ -299,7 +340,7 @@ def page(records: list[dict], prov: dict) -> str:
                           for n in names if n != "torch")
         threads = " / ".join(str(r["threads"].get(n, "-")) for n in names)
         failed = "; ".join(f"{LABELS.get(n, n)}: {e}" for n, e in r.get("failures", {}).items())
-        lines.append(f"| {r['platform']} | {r['network']} | {r['budget']} | {errs} | "
+        lines.append(f"| {r['platform']} | {r['network']} | {_trials(r)} | {errs} | "
                      f"{threads} | {failed or '-'} |")
     lines += ["", "## Provenance", ""]
     lines += machine_lines(records)
@@ -347,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure the networks and budgets named again, their records "
                         "replaced: the work dir resumes at its budget (no new trials where "
                         "it is there) and every runtime is timed anew")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="tune in this precision (tune.py --precision; bf16 is compared with "
+                        "OpenVINO's bf16)")
     p.add_argument("overrides", nargs="*", help="tune.py config overrides")
     args = p.parse_args(argv)
     runs, out = in_repo(args.runs_dir), in_repo(args.out)
@@ -359,14 +403,14 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(os.path.join(runs, platform), exist_ok=True)
         for net in args.networks:
             for budget in sorted(args.budgets):
-                path = record_path(runs, platform, net, budget)
+                path = record_path(runs, platform, net, budget, args.precision)
                 if args.retime and os.path.exists(path):
                     os.remove(path)  # the old record stays in git history
                 recorded_run(path,
-                             f"{net}, {budget} trials, on {platform}",
+                             f"{net}, {budget} trials, {args.precision}, on {platform}",
                              lambda net=net, budget=budget: measure(
                                  net, budget, args.work_root, args.overrides, timing,
-                                 prov["command"]))
+                                 prov["command"], args.precision))
                 write_page(load_records(runs), out, prov)  # after each: the page so far
     if args.report_only or not args.networks:
         write_page(load_records(runs), out, prov)

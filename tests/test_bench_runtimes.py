@@ -61,6 +61,30 @@ def test_records_load_by_network_order(tmp_path):
                                                                             "vgg-16"]
 
 
+def test_a_bf16_record_is_compared_with_openvino_bf16_and_left_out_of_f32(tmp_path):
+    rec = _record("resnet-18", tuned=3.5, ort=5.0, ov=6.0)
+    rec["tuned_precision"] = "bf16"
+    rec["precision"].update(tvm_tuned="bf16", metatune_compile="bf16", metatune_load="bf16")
+    assert runtimes.rivals_of(rec) == ("openvino_default",)
+    assert runtimes.fastest_f32(rec) == "onnxruntime"  # the faster bf16 build is left out
+    ok, says = runtimes.verdict(rec)
+    assert ok is False and "1.17x OpenVINO default's 3.00 ms" in says
+    assert runtimes.record_path("r", "p", "resnet-18", 128, "bf16").endswith(
+        "resnet-18-128-bf16.json")
+    f32 = _record("resnet-18", tuned=4.0, ort=5.0, ov=6.0)
+    out = str(tmp_path / "runtimes")
+    runtimes.write_page([rec, f32], out, {"command": "c", "date": "2026-12-07"})
+    text = open(out + ".md", encoding="utf-8").read()
+    assert "| resnet-18 | 128 (bf16) | 3.50 (0.35x, bf16) |" in text
+    for r in (rec, f32):  # records load f32 first, then bf16, per network
+        path = runtimes.record_path(str(tmp_path), r["platform"], r["network"], 128,
+                                    r.get("tuned_precision", "fp32"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        json.dump(r, open(path, "w", encoding="utf-8"))
+    assert [r.get("tuned_precision", "fp32")
+            for r in runtimes.load_records(str(tmp_path))] == ["fp32", "bf16"]
+
+
 def test_tiny_convnet_side_by_side_through_ort_and_openvino(tmp_path):
     """Run in a fresh process: once OpenVINO and ONNX Runtime have made their thread pools, a
     SIGINT to the process (as the Ctrl-C tests send) crashes it, so they stay out of the

@@ -211,6 +211,13 @@ def test_unknown_option_is_refused():
         compiled(torch.randn(1, 4, 8, 8))
 
 
+def test_unknown_precision_is_refused():
+    compiled = torch.compile(tiny_classifier(), backend="metatune",
+                             options={"precision": "int8"})
+    with pytest.raises(Exception, match="precision='int8': choose one of fp32, bf16"):
+        compiled(torch.randn(1, 4, 8, 8))
+
+
 def _installed_entry_point() -> bool:
     return any(ep.name == "metatune"
                for ep in importlib.metadata.entry_points(group="torch_dynamo_backends"))

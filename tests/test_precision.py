@@ -215,3 +215,17 @@ def test_tune_py_bf16_tunes_checks_reports_and_exports(tmp_path):
     with open(os.path.join(tmp_path / "again", "manifest.json"), encoding="utf-8") as f:
         again = json.load(f)
     assert again["precision"] == "bf16" and again["check_error"] < RTOL["bf16"]
+    # torch.compile(backend="metatune") reads the work dir's precision: bf16's error, not f32's
+    import torch
+
+    from tests.models import tiny_convnet
+
+    torch._dynamo.reset()
+    model, x = tiny_convnet(), torch.randn(1, 8, 16, 16)
+    compiled = torch.compile(model, backend="metatune",
+                             options={"work_dir": str(work), "memory": False})
+    with torch.no_grad():
+        out, expected = compiled(x), model(x)
+    torch._dynamo.reset()
+    error = float((out - expected).abs().max() / expected.abs().max())
+    assert 1e-5 < error < RTOL["bf16"]

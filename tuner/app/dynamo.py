@@ -14,7 +14,8 @@ Options (all optional): ``work_dir``, the work dir of a ``tune.py`` run (default
 ``METATUNE_WORK_DIR`` environment variable); ``memory``, this machine's tuning memory
 (docs/memory.md; default ``True``: where ``tune.py`` keeps it; a path; ``False``: not
 read); ``target`` (``tune.py``'s ``--target``, default ``llvm``: this CPU); ``layout``
-(default: the work dir's, from its ``settings.json``, else ``NHWC``). The graph is
+(default: the work dir's, from its ``settings.json``, else ``NHWC``); ``precision``
+(``fp32`` or ``bf16``, docs/precision.md; default: the work dir's, else ``fp32``). The graph is
 compiled with the fastest schedule of each function that the work dir or the memory
 holds; with neither, untuned, with one warning.
 
@@ -69,12 +70,14 @@ class BackendOptions:
         target: ``llvm`` (this CPU), ``cuda``, ``rocm`` or a JSON target dict.
         layout: ``NCHW`` or ``NHWC``; ``None``: the work dir's, else ``NHWC``.
         memory: Read the tuning memory: ``True`` (its usual place), a path, or ``False``.
+        precision: ``fp32`` or ``bf16``; ``None``: the work dir's, else ``fp32``.
     """
 
     work_dir: str | None = None
     target: str = "llvm"
     layout: str | None = None
     memory: bool | str = True
+    precision: str | None = None
 
     @classmethod
     def parse(cls, options: dict | None) -> BackendOptions:
@@ -82,23 +85,29 @@ class BackendOptions:
         ``$METATUNE_WORK_DIR``.
 
         Raises:
-            ConfigError: An unknown key or layout.
+            ConfigError: An unknown key, layout or precision.
         """
+        from tuner.engine.precision import PRECISIONS
+
         options = dict(options or {})
-        unknown = sorted(set(options) - {"work_dir", "target", "layout", "memory"})
+        unknown = sorted(set(options) - {"work_dir", "target", "layout", "memory", "precision"})
         if unknown:
             raise ConfigError(f"torch.compile(backend='metatune') got unknown option(s) "
                               f"{', '.join(map(repr, unknown))}: it takes work_dir, target, "
-                              "layout, memory")
+                              "layout, memory, precision")
         work_dir = options.get("work_dir") or os.environ.get(ENV_WORK_DIR) or None
         layout = options.get("layout")
         if layout is not None and str(layout).upper() not in LAYOUTS:
             raise ConfigError(f"layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
+        precision = options.get("precision")
+        if precision is not None and str(precision) not in PRECISIONS:
+            raise ConfigError(f"precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
         memory = options.get("memory", True)
         memory = os.fspath(memory) if isinstance(memory, (str, os.PathLike)) else bool(memory)
         return cls(os.fspath(work_dir) if work_dir else None,
                    str(options.get("target") or "llvm"),
-                   str(layout).upper() if layout is not None else None, memory)
+                   str(layout).upper() if layout is not None else None, memory,
+                   str(precision) if precision is not None else None)
 
 
 def warn(message: str) -> None:
@@ -125,6 +134,25 @@ def work_dir_layout(work_dir: str) -> str:
     """The data layout a work dir was tuned in (its ``settings.json``)."""
     settings = read_settings(work_dir)
     return DEFAULT_LAYOUT if settings is None else str(settings.get("layout") or OLD_LAYOUT)
+
+
+def work_dir_precision(work_dir: str) -> str:
+    """The precision a work dir was tuned in (its ``settings.json``; ``fp32`` without)."""
+    settings = read_settings(work_dir) or {}
+    return str(settings.get("precision") or "fp32")
+
+
+def lowering_for(target_info, layout: str, precision: str) -> Lowering:
+    """The lowering to compile with: packed weights, ``layout`` and ``precision``, the
+    precision checked against the target.
+
+    Raises:
+        ConfigError: ``bf16`` with NCHW or on a CPU without AVX-512 BF16.
+    """
+    from tuner.engine.precision import check_precision
+
+    check_precision(precision, layout, target_info.target)
+    return Lowering(pack_weights=True, layout=layout, precision=precision)
 
 
 def open_memory(opts: BackendOptions, target_info):
@@ -163,7 +191,8 @@ def open_tuned(opts: BackendOptions, target_info):
     from tuner.search.zero_shot import with_predictions
 
     memory = open_memory(opts, target_info)
-    alone = Lowering(pack_weights=True, layout=opts.layout or DEFAULT_LAYOUT)  # memory only
+    alone = lowering_for(target_info, opts.layout or DEFAULT_LAYOUT,  # memory only
+                         opts.precision or "fp32")
     if opts.work_dir is None:
         if memory is not None:
             return memory, alone, "the tuning memory"
@@ -192,7 +221,8 @@ def open_tuned(opts: BackendOptions, target_info):
         database = ms.database.UnionDatabase(database, memory)
         source += " and the tuning memory"
     database = with_predictions(database, opts.work_dir)
-    return database, Lowering(pack_weights=True, layout=layout), source
+    precision = opts.precision or work_dir_precision(opts.work_dir)
+    return database, lowering_for(target_info, layout, precision), source
 
 
 def count_scheduled(fused_mod, database, target) -> tuple[int, int]:
@@ -229,8 +259,8 @@ def compile_graph(graph, opts: BackendOptions, target_info):
     compiled = compile_network(graph.relax_mod, target_info.target, database,
                                target_info.device_type, lowering, on_fused=fused.append)
     found, total = count_scheduled(fused[0], database, target_info.target)
-    logger.info("metatune: %d of %d functions scheduled from %s (layout %s)", found, total,
-                source, lowering.layout)
+    logger.info("metatune: %d of %d functions scheduled from %s (layout %s, %s)", found,
+                total, source, lowering.layout, lowering.precision)
     if total and not found:
         warn(f"none of this graph's {total} functions is in {source} "
              "(tuned for another network, batch or layout?): they run untuned")
