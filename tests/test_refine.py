@@ -233,6 +233,18 @@ def test_make_search_puts_refinement_inside_the_no_repeat_wrapper():
     assert search.clone() is not None  # each task's context clones it
 
 
+def test_refinement_wraps_only_the_searches_it_names():
+    params = SearchParams(refine=RefineConfig(enabled=True))  # searches: BO only
+    evolutionary = make_search("evolutionary", params)  # preset xgb's stays TVM's own
+    assert not isinstance(evolutionary.inner, RefineSearch)
+    assert isinstance(make_search("bo", params).inner, RefineSearch)
+    both = SearchParams(refine=RefineConfig(enabled=True, searches=["bo", "evolutionary"]))
+    assert isinstance(make_search("evolutionary", both).inner, RefineSearch)
+    with pytest.raises(ConfigError, match="refine.searches: unknown evolution"):
+        make_search("bo", SearchParams(refine=RefineConfig(enabled=True,
+                                                           searches=["evolution"])))
+
+
 def test_transfer_wraps_around_refinement():
     from tuner.search.transfer import with_transfer
     from tuner.search.transfer_search import TransferSearch

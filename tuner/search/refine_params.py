@@ -4,7 +4,7 @@ importing either."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metatune.errors import ConfigError
 
@@ -16,6 +16,9 @@ class RefineConfig:
     Attributes:
         enabled: Add neighbours of the task's best measured schedules to each round
             (off by default until an A/B on validation tasks says it helps).
+        searches: The searches it wraps when enabled (``search``'s names): BO only by
+            default, the search it was measured with (MetaSchedule's evolutionary search,
+            preset ``xgb``, stays MetaSchedule's own).
         candidates: Neighbours put in a round at most, best predicted first.
         max_share: And at most this share of the round's batch (``floor(share * batch)``
             slots; the neighbours are spread through the batch so that any cut of the
@@ -28,6 +31,7 @@ class RefineConfig:
     """
 
     enabled: bool = False
+    searches: list[str] = field(default_factory=lambda: ["bo"])
     candidates: int = 4
     max_share: float = 0.25
     from_best: int = 2
