@@ -128,6 +128,7 @@ def test_page_from_synthetic_records_pairs_within_task_and_seed():
     assert "**failed** `net/a` xgb seed 0: boom" in page
     assert "other processes took" not in page
     assert "2 of the runs tuned while other processes" in markdown({**doc, "runs_loaded": 2})
+    assert markdown({**doc, "title": "Does X pay?"}).startswith("# Does X pay?\n")
 
 
 def test_run_all_resumes_and_retries_failed_runs_only_on_request(tmp_path, monkeypatch):

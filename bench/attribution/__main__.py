@@ -50,6 +50,8 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="one task, one seed")
+    p.add_argument("--title", help="the page's title (a lab A/B's question; default: the "
+                                   "attribution page's)")
     p.add_argument("--tasks", nargs="+", help=f"network/task names (default: {TASKS})")
     p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 (--quick: 0)")
     p.add_argument("--variants", nargs="+",
@@ -113,6 +115,7 @@ def document(args: argparse.Namespace, runs: list[Run], skipped: dict) -> dict:
             "variants": [v.name for v in variants], "trials": args.trials,
             "batch": args.batch, "runs_dir": os.path.relpath(args.runs_dir, REPO),
             "runs_done": done, "runs_planned": len(runs), "skipped": skipped,
+            "title": args.title,
             "runs_loaded": sum(bool((r.get("machine_load") or {}).get("loaded"))
                                for r in records),
             "runs_load_unknown": sum(r.get("machine_load") is None for r in records),

@@ -60,11 +60,15 @@ def part_table(parts: list[dict], main: int) -> list[str]:
     return lines
 
 
+#: The page's title (``--title`` gives a lab page its own).
+TITLE = "What each part earns: attribution on held-out network tasks"
+
+
 def markdown(doc: dict) -> str:
     """The page: how it was measured, the two tables, what the numbers say."""
     main = doc["trials"]
     lines = [
-        "# What each part earns: attribution on held-out network tasks", "",
+        f"# {doc.get('title') or TITLE}", "",
         f"- command: `{doc['command']}`", f"- date: {doc['date']}",
         *([f"- runs measured {doc['measured'][0]} to {doc['measured'][1]}"]
           if doc.get("measured") else []),
