@@ -160,7 +160,8 @@ def metatune_runtimes(module, x, work_dir: str, failures: dict[str, str]) -> dic
 
 
 def measure(network: str, budget: int, work_root: str, extra: list[str],
-            timing: dict[str, Any], command: str, precision: str = "fp32") -> dict:
+            timing: dict[str, Any], command: str, precision: str = "fp32",
+            quiet_wait_minutes: float = 10.0) -> dict:
     """Tune ``network`` to ``budget`` trials, then time every runtime side by side.
 
     Args:
@@ -172,10 +173,14 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
             ``min_window_ms`` and ``rounds``.
         command: The command measuring it (recorded).
         precision: ``tune.py``'s ``precision`` (``fp32`` or ``bf16``).
+        quiet_wait_minutes: How long to wait, before timing, for other processes to leave
+            the cores (:func:`bench.machine_load.wait_until_quiet`; then timed anyway, and
+            the record's ``machine_load`` says how loaded).
 
     Returns:
         The record (without its ``date``: :func:`bench.common.recorded_run` stamps it).
     """
+    from bench.machine_load import LoadMeter, wait_until_quiet
     from bench.runtime_timers import Runtime, deploy_runtimes, time_side_by_side, versions
     from metatune.provenance import code_version, machine_info
     from tuner.engine.platforms import platform_id
@@ -199,8 +204,10 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
                 **{name: rt._replace(threads=tvm_num_threads(), precision=ours_precision)
                    for name, rt in ours.items()},
                 **others}
+    before = wait_until_quiet(60 * quiet_wait_minutes)
     print(f"timing {', '.join(runtimes)} side by side ({threads} threads each)", flush=True)
-    side = time_side_by_side(runtimes, others["torch"].output, **timing)
+    with LoadMeter(interval=1.0) as load:
+        side = time_side_by_side(runtimes, others["torch"].output, **timing)
     tasks = report.get("tasks") or []
     return {
         "network": network, "budget": budget, "tuned_precision": precision,
@@ -211,6 +218,7 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
         "tasks": {k: sum(t.get("schedule") == k for t in tasks)
                   for k in ("measured", "predicted", "default")},
         "num_cores": threads, **side, "failures": failures,
+        "machine_load": load.result, "machine_load_before": before,
         "platform": platform_id(resolve_target("llvm").target),
         "target": report["target"], "machine": machine_info(), "runtime": runtime_info(threads),
         "versions": versions(), "code": code_version(),
@@ -258,6 +266,12 @@ def _trials(rec: dict) -> str:
     """The record's trials cell: the budget, and the tuned precision where not fp32."""
     tuned = rec.get("tuned_precision", "fp32")
     return f"{rec['budget']}" + ("" if tuned == "fp32" else f" ({tuned})")
+
+
+def _loaded(rec: dict) -> str:
+    """`` *`` where other processes took more than 10 % of the cores while the record was
+    timed (its milliseconds are not clean; the ratios, side by side, still compare)."""
+    return " *" if (rec.get("machine_load") or {}).get("loaded") else ""
 
 
 def fastest_f32(rec: dict) -> str | None:
@@ -311,14 +325,16 @@ def page(records: list[dict], prov: dict) -> str:
              "Each cell: median ms (fraction of PyTorch eager's). *OpenVINO default* runs in "
              "the plugin's default precision, read back from it (bf16 on CPUs with bf16): "
              "**lower precision**, not comparable as an f32 result; *fastest f32* leaves it "
-             "out.", "",
+             "out. `*` after a network: other processes took more than 10 % of the cores "
+             "while it was timed (recorded since 2026-12-07 as `machine_load`; older records "
+             "say nothing of it).", "",
              "| CPU | network | trials | " + " | ".join(LABELS[n] for n in names[:-1])
              + " | OpenVINO default (lower precision) | fastest f32 | tuned <= faster of ORT, "
              "OpenVINO f32 |", "|" + "---|" * (len(names) + 5)]
     for r in records:
         ok, _ = verdict(r)
         best = fastest_f32(r)
-        lines.append(f"| {r['platform']} | {r['network']} | {_trials(r)} | "
+        lines.append(f"| {r['platform']} | {r['network']}{_loaded(r)} | {_trials(r)} | "
                      + " | ".join(_cell(r, n) for n in names)
                      + f" | {LABELS[best] if best else '-'} | "
                      f"{'-' if ok is None else ('yes' if ok else '**no**')} |")
@@ -388,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure the networks and budgets named again, their records "
                         "replaced: the work dir resumes at its budget (no new trials where "
                         "it is there) and every runtime is timed anew")
+    p.add_argument("--quiet-wait", type=float, default=10.0,
+                   help="minutes to wait, before timing a network, for other processes to "
+                        "leave the cores (then timed anyway, marked as under load)")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="tune in this precision (tune.py --precision; bf16 is compared with "
                         "OpenVINO's bf16)")
@@ -410,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{net}, {budget} trials, {args.precision}, on {platform}",
                              lambda net=net, budget=budget: measure(
                                  net, budget, args.work_root, args.overrides, timing,
-                                 prov["command"], args.precision))
+                                 prov["command"], args.precision, args.quiet_wait))
                 write_page(load_records(runs), out, prov)  # after each: the page so far
     if args.report_only or not args.networks:
         write_page(load_records(runs), out, prov)

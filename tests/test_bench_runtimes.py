@@ -50,6 +50,9 @@ def test_page_from_synthetic_records(tmp_path):
     assert "2.0e-02" in text and "2 / 2 / 2 / 2 / 2 / 2" in text
     doc = json.load(open(out + ".json", encoding="utf-8"))
     assert [r["network"] for r in doc["records"]] == ["alexnet", "resnet-18"]
+    slow["machine_load"] = {"foreign_share": 0.3, "loaded": True}  # timed under load: marked
+    runtimes.write_page([fast, slow], out, {"command": "c", "date": "2026-12-07"})
+    assert "| llvm-znver4 | resnet-18 * | 128 |" in open(out + ".md", encoding="utf-8").read()
 
 
 def test_records_load_by_network_order(tmp_path):
