@@ -17,6 +17,9 @@ def test_round_size_shares_the_first_pass_and_cuts_the_last_round():
     assert round_size(8, 16, first_pass_left=13) == 1  # too small a budget: 1 each, in order
     assert round_size(500, 16, first_pass_left=13) == 16
     assert round_size(5, 16, first_pass_left=0) == 5  # the last round is cut to what is left
+    assert round_size(500, 16, first_pass_left=13, first_round=4) == 4  # a look at each
+    assert round_size(20, 16, first_pass_left=13, first_round=4) == 1  # the share still binds
+    assert round_size(500, 16, first_pass_left=0, first_round=4) == 16  # then full rounds
     budget = RoundBudget(remaining=10, limit=4)
     assert budget.take(16) == 4 and budget.remaining == 6
     budget.limit = None

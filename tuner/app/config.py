@@ -204,6 +204,9 @@ class TuneConfig:
     trials: int = 128
     trials_per_task: Optional[int] = None
     trials_per_round: int = 16
+    # A task's first round in a run (None: trials_per_round); set, tasks measured that many
+    # times skip the first pass (tuner/engine/scheduler.py).
+    first_round_trials: Optional[int] = None
     # The budget as rounds of every task: once the tasks are known it sets ``trials`` to
     # rounds x trials_per_round x tasks and ``trials_per_task`` to rounds x trials_per_round.
     rounds_per_task: Optional[int] = None
@@ -250,6 +253,9 @@ class TuneConfig:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)}: the budget must be a positive "
                                   "number of trials")
+        if self.first_round_trials is not None and self.first_round_trials <= 0:
+            raise ConfigError(f"first_round_trials={self.first_round_trials}: must be positive "
+                              "(or null: trials_per_round)")
         if self.trials_per_task is not None and self.trials_per_task <= 0:
             raise ConfigError(f"trials_per_task={self.trials_per_task}: must be positive "
                               "(or null)")

@@ -138,7 +138,8 @@ def tune(tasks: list[TaskInfo], *, target_info, database, cfg: TuneConfig, work_
     interrupt.__enter__()
     try:
         EagerGradientScheduler(budget=budget, trials_per_round=cfg.trials_per_round,
-                               task_left=task_left).tune(
+                               task_left=task_left, first_round=cfg.first_round_trials,
+                               known=list(zip(before, best, strict=True))).tune(
             tasks=contexts,
             task_weights=[float(t.weight) for t in tasks],
             max_trials_global=remaining,

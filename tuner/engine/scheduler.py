@@ -9,6 +9,14 @@ are committed and reported immediately; measurements run on an otherwise idle ma
 then allocates like Ansor/MetaSchedule's gradient scheduler: first one round per task,
 heaviest first, then the task whose weighted latency is expected to drop the most.
 
+With ``first_round`` set (config ``first_round_trials``), a task's first round in a run is
+that small (a look, the cost model's best-ranked candidates), and a task the database
+already holds that many measurements of skips the first pass (its best so far seeds the
+gradient): the budget then goes where the network's latency is, not evenly. Without it
+(the default until its A/B), each run's first pass gives every task a full round, which
+at budgets under ``tasks x trials_per_round`` (regnet_y_400mf: 47 x 16 = 752) spreads the
+whole budget evenly, a run resumed after an earlier one included.
+
 The budget is exact and reaches every task: the scheduler sets each round's size in a
 :class:`RoundBudget` shared with every task's search, which cuts its batch to it. In the
 first pass a round gets at most an even share of what is left, so a budget smaller than
@@ -51,7 +59,8 @@ class RoundBudget:
         return n
 
 
-def round_size(budget_left: int, trials_per_round: int, first_pass_left: int) -> int:
+def round_size(budget_left: int, trials_per_round: int, first_pass_left: int,
+               first_round: int | None = None) -> int:
     """The size of the next round.
 
     Args:
@@ -59,14 +68,16 @@ def round_size(budget_left: int, trials_per_round: int, first_pass_left: int) ->
         trials_per_round: The configured round size.
         first_pass_left: Tasks (this one included) still waiting for their first round of
             this run; 0 once every task had one.
+        first_round: The size of a first-pass round (``None``: ``trials_per_round``).
 
     Returns:
-        ``min(trials_per_round, budget_left)``, and during the first pass at most an even
-        share of ``budget_left`` (at least 1), so that every task gets a round.
+        ``min(trials_per_round, budget_left)``, and during the first pass at most
+        ``first_round`` and an even share of ``budget_left`` (at least 1), so that every
+        task gets a round.
     """
     size = min(trials_per_round, budget_left)
     if first_pass_left > 0:
-        size = min(size, max(1, budget_left // first_pass_left))
+        size = min(size, first_round or size, max(1, budget_left // first_pass_left))
     return max(0, size)
 
 
@@ -86,10 +97,17 @@ class EagerGradientScheduler(PyTaskScheduler):
             tops each task up to its share and no further); a task at 0 gets no round,
             and a round is cut to its task's share (used with ``budget``). ``None``: no
             cap per task.
+        first_round: The size of a task's first round in this run (``None``:
+            ``trials_per_round``, and no task skips the first pass).
+        known: Per task, ``(measured trials, best seconds or None)`` already in the
+            database; with ``first_round``, a task with at least ``first_round`` of them
+            skips the first pass, its best seeding its gradient.
     """
 
     def __init__(self, alpha: float = 0.2, window: int = 3, budget: RoundBudget | None = None,
-                 trials_per_round: int = 16, task_left: list[int] | None = None) -> None:
+                 trials_per_round: int = 16, task_left: list[int] | None = None,
+                 first_round: int | None = None,
+                 known: list[tuple[int, float | None]] | None = None) -> None:
         super().__init__()
         self.alpha = float(alpha)
         self.window = int(window)
@@ -99,6 +117,14 @@ class EagerGradientScheduler(PyTaskScheduler):
         self.history: dict[int, list[float]] = {}  # task -> best seconds after each round
         self.rounds: dict[int, int] = {}
         self.first_pass = 0
+        self.first_round = None if first_round is None else max(1, int(first_round))
+        self.looked: set[int] = set()  # tasks that skip the first pass
+        if self.first_round is not None:
+            for i, (trials, best) in enumerate(known or []):
+                if trials >= self.first_round:
+                    self.looked.add(i)
+                    self.history[i] = [math.inf if best is None else float(best)]
+                    self.rounds[i] = max(1, math.ceil(trials / self.trials_per_round))
 
     def _record(self, task_id: int, results) -> None:
         """Remember the best latency of ``task_id`` after a joined round."""
@@ -138,8 +164,8 @@ class EagerGradientScheduler(PyTaskScheduler):
         while self.first_pass < len(tasks):
             i = self.first_pass
             self.first_pass += 1
-            if i in alive:
-                return self._sized(i, sum(j >= i for j in alive))
+            if i in alive and i not in self.looked:
+                return self._sized(i, sum(j >= i and j not in self.looked for j in alive))
         best = max(alive, key=lambda i: self._score(i, float(tasks[i].task_weight)))
         return self._sized(best, 0)
 
@@ -150,7 +176,8 @@ class EagerGradientScheduler(PyTaskScheduler):
     def _sized(self, task_id: int, first_pass_left: int) -> int:
         """Set the next round's size in the shared budget; return ``task_id``."""
         if self.budget is not None:
-            size = round_size(self.budget.remaining, self.trials_per_round, first_pass_left)
+            size = round_size(self.budget.remaining, self.trials_per_round, first_pass_left,
+                              self.first_round)
             if self.task_left is not None:
                 size = min(size, self.task_left[task_id])
             self.budget.limit = size
