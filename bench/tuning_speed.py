@@ -193,14 +193,21 @@ def _memory_of(arg_lists: list[list[str]]) -> list[tuple[bool, str | None]]:
     return [(bool(e), p) for e, p in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
+#: Named variants of the default for lab A/Bs on whole networks (``experiments/network_ab.py``
+#: adds them): name -> the ``tune.py`` overrides that make it.
+VARIANTS: dict[str, tuple[str, ...]] = {}
+
+
 def tune_args(rung: Rung, overrides: list[str], work: str) -> list[str]:
     """``tune.py``'s arguments besides the network, budget and work dir (``work``): the
-    preset (none for the default and :data:`FIRST_RUN`), then ``overrides``, then
-    :data:`TUNE_ARGS`, or for :data:`FIRST_RUN` the work dir's own memory."""
-    preset = [] if rung.preset in ("default", FIRST_RUN) else [f"preset={rung.preset}"]
+    preset (none for the default, :data:`FIRST_RUN` and :data:`VARIANTS`), a variant's
+    overrides, then ``overrides``, then :data:`TUNE_ARGS`, or for :data:`FIRST_RUN` the work
+    dir's own memory."""
+    plain = ("default", FIRST_RUN, *VARIANTS)
+    preset = [] if rung.preset in plain else [f"preset={rung.preset}"]
     memory = ([f"memory.path={memory_dir(work)}"] if rung.preset == FIRST_RUN
               else list(TUNE_ARGS))
-    return [f"seed={rung.seed}", *preset, *overrides, *memory]
+    return [f"seed={rung.seed}", *preset, *VARIANTS.get(rung.preset, ()), *overrides, *memory]
 
 
 def export_rung(work: str, budget: int) -> tuple[str, dict, float]:
