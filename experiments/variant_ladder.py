@@ -93,7 +93,8 @@ def page(doc: dict) -> str:
              "- each latency: every build of the network timed side by side with PyTorch "
              "eager in one process (alternating rounds, median window); tuning seconds: "
              "cumulative over the rungs; `*`: other processes took more than 10 % of the "
-             "cores while a rung tuned", "- measured on:", *doc["machines"], ""]
+             "cores while a rung tuned", "- measured on:",
+             *("  " + line for line in doc["machines"]), ""]
     for network, n in doc["networks"].items():
         lines += [f"## {network}", "",
                   "| variant | seed | trials | default ms | variant ms | variant / default "
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     platform = this_platform()
     prov = provenance("experiments.variant_ladder")
     prov["command"] = run_command(prov)
+    if args.report_only:  # the page keeps the command that measured it
+        prov["command"] = (read_json(out + ".json") or {}).get("command", prov["command"])
     presets = [BASE, *variants]
     if not args.report_only:
         tuning_speed.check_tune_args(presets)
