@@ -21,11 +21,11 @@ Resumable: a rung whose record and build exist is not run again; rerun the comma
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
 from bench import tuning_speed
 from bench.common import (
+    geomean,
     in_repo,
     machine_lines,
     measured_span,
@@ -56,10 +56,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                                                 "<out>-runs/")
     p.add_argument("--report-only", action="store_true")
     return p.parse_args(argv)
-
-
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
 def compare(rows: list[dict], variants: list[str]) -> list[dict]:
@@ -136,7 +132,7 @@ def document(args: argparse.Namespace, runs: str, platform: str,
         for budget in sorted(set(args.budgets)):
             ratios = [p["ratio"] for p in pairs if p["variant"] == v and p["budget"] == budget
                       and p["ratio"] is not None]
-            summary.append({"variant": v, "budget": budget, "ratio": _geomean(ratios),
+            summary.append({"variant": v, "budget": budget, "ratio": geomean(ratios),
                             "pairs": len(ratios), "better": sum(r < 1 for r in ratios)})
     title = ("Variants of the default on whole networks: "
              + ", ".join(f"{n} ({' '.join(o)})" for n, o in variants.items()))

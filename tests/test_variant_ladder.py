@@ -5,6 +5,7 @@ budget."""
 from __future__ import annotations
 
 from bench import tuning_speed as ts
+from bench.common import geomean
 from experiments import variant_ladder as vl
 
 
@@ -31,7 +32,7 @@ def test_pairs_ratios_and_summary():
            "variants": {"focus": ["first_round_trials=4"]}, "machines": [],
            "networks": {"net": {"pairs": pairs}},
            "summary": [{"variant": "focus", "budget": 256,
-                        "ratio": vl._geomean([0.8, 1.1]), "pairs": 2, "better": 1}]}
+                        "ratio": geomean([0.8, 1.1]), "pairs": 2, "better": 1}]}
     text = vl.page(doc)
     assert "| focus | 0 | 256 | 10.00 | 8.00 | 0.800 | 100 | 90 |" in text
     assert "| focus | 0 | 512 | 9.00 | - | - | 200 | 190 |" in text
