@@ -56,12 +56,13 @@ def parse_args(argv: list[str]) -> tuple[str, list[str]]:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--network", help="alexnet | resnet-18 | vgg-16 | squeezenet | mobilenet-v2 | "
-                   "convnext-atto | bert-tiny (an encoder that takes float token embeddings, "
-                   "sequence x 128)")
+                   "convnext-atto | bert-tiny | bert-mini (encoders that take float token "
+                   "embeddings, sequence x 128 and sequence x 256)")
     p.add_argument("--onnx", help="path of an ONNX model to tune instead")
     p.add_argument("--model", help="module:callable returning a torch.nn.Module")
     p.add_argument("--input-shape", help="input shape without batch, e.g. 3,224,224 (default: "
-                   "the network's own; bert-tiny: 128,128, sequence x hidden)")
+                   "the network's own; bert-tiny: 128,128, bert-mini: 128,256, sequence x "
+                   "hidden)")
     p.add_argument("--batch", type=int)
     p.add_argument("--target", help='llvm (host CPU), cuda, rocm, or a JSON target dict')
     p.add_argument("--precision", help="fp32 | bf16: convolutions and dense layers on bf16 "

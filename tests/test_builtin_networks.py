@@ -21,6 +21,7 @@ from tuner.engine.networks import (
 
 def test_each_network_has_its_own_default_input_shape():
     assert builtin_input_shape("bert-tiny", None) == (128, 128)
+    assert builtin_input_shape("bert-mini", None) == (128, 256)
     assert builtin_input_shape("convnext-atto", None) == (3, 224, 224)
     assert builtin_input_shape("resnet-18", None) == (3, 224, 224)
     # what may change: an image's size, a sequence's length; not channels nor hidden size
@@ -52,7 +53,10 @@ def test_a_builtin_builds_seeded_in_eval_mode():
     assert not a.training
     for (key, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), key
-    assert set(BUILTIN_NETWORKS) >= {"alexnet", "resnet-18", "bert-tiny", "convnext-atto"}
+    assert set(BUILTIN_NETWORKS) >= {"alexnet", "resnet-18", "bert-tiny", "bert-mini",
+                                     "convnext-atto"}
+    mini = builtin_module("bert-mini")
+    assert (len(mini.layers), mini.position.shape[-1]) == (4, 256)
 
 
 def test_attention_is_scaled_dot_product_attention():

@@ -122,6 +122,13 @@ def bert_tiny() -> nn.Module:
     return Encoder(EncoderConfig())
 
 
+def bert_mini() -> nn.Module:
+    """BERT-mini's encoder (4 layers, hidden 256, 4 heads, intermediate 1024), random weights:
+    the checkpoints' validation encoder (choices about transformer workloads are made on it,
+    ``bert-tiny`` reports them)."""
+    return Encoder(EncoderConfig(layers=4, hidden=256, heads=4, intermediate=1024))
+
+
 def convnext_atto() -> nn.Module:
     """ConvNeXt-atto (timm's smallest: dims 40/80/160/320, depths 2/2/6/2) from torchvision's
     ConvNeXt, random weights: LayerNorm, GELU, depthwise 7x7 and pointwise linears.

@@ -57,6 +57,8 @@ BUILTIN_NETWORKS: dict[str, BuiltinNetwork] = {
     "convnext-atto": BuiltinNetwork("tuner.engine.builtin_models:convnext_atto"),
     "bert-tiny": BuiltinNetwork("tuner.engine.builtin_models:bert_tiny", (128, 128), (1,),
                                 _ENCODER_INPUT, ((0, 512),)),
+    "bert-mini": BuiltinNetwork("tuner.engine.builtin_models:bert_mini", (128, 256), (1,),
+                                _ENCODER_INPUT, ((0, 512),)),
 }
 
 
