@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 #: Clock ticks per second of ``/proc/<pid>/stat``'s CPU times.
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -148,3 +150,19 @@ def wait_until_quiet(max_wait_s: float, share: float = LOADED_SHARE, window_s: f
             log(f"waiting for the machine to be quiet: other processes take "
                 f"{result['foreign_share']:.0%} of the cores (at most {max_wait_s:.0f} s)")
             told = True
+
+
+@contextmanager
+def quiet_timing(max_wait_s: float, interval: float = 1.0, log=print) -> Iterator[dict]:
+    """Wait for a quiet machine (:func:`wait_until_quiet`), then meter the other processes
+    while the block times something: how every timing here is taken.
+
+    Yields:
+        A dict with ``machine_load_before`` (the last waiting window's meter result) at
+        once and ``machine_load`` (the block's :class:`LoadMeter` result) on exit: the two
+        keys a timing record keeps.
+    """
+    loads = {"machine_load_before": wait_until_quiet(max_wait_s, log=log)}
+    with LoadMeter(interval=interval) as meter:
+        yield loads
+    loads["machine_load"] = meter.result

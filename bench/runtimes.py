@@ -180,7 +180,7 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
     Returns:
         The record (without its ``date``: :func:`bench.common.recorded_run` stamps it).
     """
-    from bench.machine_load import LoadMeter, wait_until_quiet
+    from bench.machine_load import quiet_timing
     from bench.runtime_timers import Runtime, deploy_runtimes, time_side_by_side, versions
     from metatune.provenance import code_version, machine_info
     from tuner.engine.platforms import platform_id
@@ -204,9 +204,9 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
                 **{name: rt._replace(threads=tvm_num_threads(), precision=ours_precision)
                    for name, rt in ours.items()},
                 **others}
-    before = wait_until_quiet(60 * quiet_wait_minutes)
-    print(f"timing {', '.join(runtimes)} side by side ({threads} threads each)", flush=True)
-    with LoadMeter(interval=1.0) as load:
+    with quiet_timing(60 * quiet_wait_minutes) as loads:
+        print(f"timing {', '.join(runtimes)} side by side ({threads} threads each)",
+              flush=True)
         side = time_side_by_side(runtimes, others["torch"].output, **timing)
     tasks = report.get("tasks") or []
     return {
@@ -218,7 +218,7 @@ def measure(network: str, budget: int, work_root: str, extra: list[str],
         "tasks": {k: sum(t.get("schedule") == k for t in tasks)
                   for k in ("measured", "predicted", "default")},
         "num_cores": threads, **side, "failures": failures,
-        "machine_load": load.result, "machine_load_before": before,
+        **loads,
         "platform": platform_id(resolve_target("llvm").target),
         "target": report["target"], "machine": machine_info(), "runtime": runtime_info(threads),
         "versions": versions(), "code": code_version(),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from bench.common import in_repo, write_json_atomic
-from bench.machine_load import LoadMeter, wait_until_quiet
+from bench.machine_load import quiet_timing
 from bench.tuning_speed_records import artifact_key, read_json, rung_records, timing_path
 
 
@@ -90,10 +90,9 @@ def time_network(network: str, arts: dict[str, dict], timing: dict, command: str
         errors[key] = relative_error(built.run(x), reference)
         timers[key] = built.timer(x)
     timers["torch"] = torch_timer(net.torch_module, x, info.num_cores)
-    before = wait_until_quiet(60 * timing.get("quiet_wait_minutes", 10))
-    print(f"{network}: timing {len(timers)} runtimes side by side, {timing['rounds']} "
-          f"alternating rounds", flush=True)
-    with LoadMeter(interval=1.0) as load:
+    with quiet_timing(60 * timing.get("quiet_wait_minutes", 10)) as loads:
+        print(f"{network}: timing {len(timers)} runtimes side by side, {timing['rounds']} "
+              f"alternating rounds", flush=True)
         latency = interleaved(timers, timing["windows"], timing["min_window_ms"],
                               timing["rounds"])
     machine = machine_info()
@@ -106,7 +105,7 @@ def time_network(network: str, arts: dict[str, dict], timing: dict, command: str
         "timing": {**timing, "order": "alternating", "warm_call": True,
                    "windows_per_runtime": len(next(iter(latency.values())).runs_ms)},
         "code": code_version(), "date": machine["date"], "command": command,
-        "machine_load": load.result, "machine_load_before": before,
+        **loads,
     }
 
 

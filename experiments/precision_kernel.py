@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="tune config key=value")
     args = parser.parse_args()
 
-    from bench.machine_load import LoadMeter, wait_until_quiet
+    from bench.machine_load import quiet_timing
     from metatune.provenance import code_version
     from tuner.engine.intrinsics import load_tensor_intrinsics
     from tuner.engine.timing import interleaved
@@ -200,8 +200,7 @@ def main() -> None:
             fargs = kernel_args(mod)
             outputs[variant] = network_output(r)
             timers[variant] = _window_timer(lib, fargs)
-        quiet = wait_until_quiet(600)
-        with LoadMeter() as meter:
+        with quiet_timing(600, interval=2.0) as loads:
             lat = interleaved(timers, args.windows, args.window_ms, args.rounds)
         ref = outputs.get("fp32")
         for variant, r in results.items():
@@ -217,8 +216,9 @@ def main() -> None:
                 r["speedup_vs_fp32"] = results["fp32"]["median_ms"] / r["median_ms"]
                 r["speedup_vs_fp32_min"] = results["fp32"]["min_ms"] / r["min_ms"]
                 r["speedup_vs_fp32_p10"] = results["fp32"]["p10_ms"] / r["p10_ms"]
-        doc["kernels"][name] = {"what": what, "spec": list(spec), "load_before": quiet,
-                                "load": meter.result, "variants": {
+        doc["kernels"][name] = {"what": what, "spec": list(spec),
+                                "load_before": loads["machine_load_before"],
+                                "load": loads["machine_load"], "variants": {
             v: {k: x for k, x in r.items() if not k.startswith("_")} for v, r in results.items()}}
         print(json.dumps(doc["kernels"][name], indent=1, default=str), flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -67,7 +67,7 @@ def kernel_times(compiled, x, rounds: int = 3, repeat: int = 10) -> dict[str, fl
 def measure(network: str, trials: int, work_root: str, extra: list[str],
             timing: dict) -> dict:
     """Tune ``network`` in both precisions and time both builds beside the others."""
-    from bench.machine_load import LoadMeter, wait_until_quiet
+    from bench.machine_load import quiet_timing
     from bench.runtime_timers import Runtime, deploy_runtimes, time_side_by_side, versions
     from metatune.provenance import code_version
     from tuner.engine.runtime import tvm_num_threads
@@ -95,8 +95,7 @@ def measure(network: str, trials: int, work_root: str, extra: list[str],
                 for p, (_, c) in builds.items()}
     runtimes.update(others)
     print(f"timing {', '.join(runtimes)} side by side", flush=True)
-    quiet = wait_until_quiet(600)
-    with LoadMeter() as meter:
+    with quiet_timing(600, interval=2.0) as loads:
         side = time_side_by_side(runtimes, others["torch"].output, **timing)
     lat = side["latency_ms"]
     profile = {p: kernel_times(c, x) for p, (_, c) in builds.items()}
@@ -110,7 +109,8 @@ def measure(network: str, trials: int, work_root: str, extra: list[str],
                       "bf16_tasks": sum("_bf16" in t["name"] for t in r.get("tasks") or [])}
                    for p, r in reports.items()},
         **side, "failures": failures,
-        "fastest_windows_ms": low, "load_before": quiet, "load": meter.result,
+        "fastest_windows_ms": low, "load_before": loads["machine_load_before"],
+        "load": loads["machine_load"],
         "kernel_us": profile,
         "bf16_over_fp32": lat["tvm_bf16"] / lat["tvm_fp32"],
         "bf16_over_fp32_p10": low["tvm_bf16"]["p10"] / low["tvm_fp32"]["p10"],

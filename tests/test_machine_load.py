@@ -62,3 +62,13 @@ def test_wait_until_quiet(monkeypatch):
     busy = ml.wait_until_quiet(max_wait_s=0.2, window_s=0.05, log=said.append)
     assert busy["loaded"] is True
     assert any("timing anyway" in m for m in said)
+
+
+def test_quiet_timing_keeps_both_loads(monkeypatch):
+    me = os.getpid()
+    monkeypatch.setattr(ml, "_processes", lambda: {me: (1, 0.0), 70: (1, 5.0)})
+    monkeypatch.setattr(ml, "wait_until_quiet", lambda max_wait_s, log=print: {"loaded": False})
+    with ml.quiet_timing(1, interval=3600) as loads:
+        assert loads == {"machine_load_before": {"loaded": False}}  # the block's comes on exit
+    assert loads["machine_load"]["foreign_cpu_seconds"] == 0.0
+    assert set(loads) == {"machine_load_before", "machine_load"}
