@@ -193,8 +193,8 @@ def _memory_of(arg_lists: list[list[str]]) -> list[tuple[bool, str | None]]:
     return [(bool(e), p) for e, p in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
-#: Named variants of the default for lab A/Bs on whole networks (``experiments/network_ab.py``
-#: adds them): name -> the ``tune.py`` overrides that make it.
+#: Named variants of the default for lab A/Bs on whole networks
+#: (``experiments/variant_ladder.py`` adds them): name -> the ``tune.py`` overrides that make it.
 VARIANTS: dict[str, tuple[str, ...]] = {}
 
 
