@@ -316,10 +316,10 @@ def page(records: list[dict], prov: dict) -> str:
              "(default preset) to the budget in its own work dir; then one process builds the "
              "tuned network from the work dir's schedules and times it beside PyTorch eager, "
              "torch.compile (inductor), ONNX Runtime (CPUExecutionProvider) and OpenVINO (CPU, "
-             "`PERFORMANCE_HINT=LATENCY`), all with the same thread count, on the same NCHW "
-             "float32 input, side by side in alternating rounds (each runtime's median window)."
+             "`PERFORMANCE_HINT=LATENCY`), all with the same thread count, on the same float32 "
+             "input (an NCHW image; `bert-tiny`: token embeddings), side by side in alternating rounds (each runtime's median window)."
              " Every runtime has the same weights: the network as `tune.py` imports it "
-             "(torchvision, weights seeded, batch norm folded); ONNX Runtime and OpenVINO read "
+             "(torchvision or built in, weights seeded, batch norm folded); ONNX Runtime and OpenVINO read "
              "the ONNX file `torch.onnx.export` writes from that module. Records: "
              "`docs/bench/runs/runtimes/<platform>/`.", "",
              "Each cell: median ms (fraction of PyTorch eager's). *OpenVINO default* runs in "
