@@ -16,6 +16,13 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Timing windows per runtime, and alternating rounds they are spread over, of the
+#: benchmarks that time whole networks side by side. More than ``tune.py``'s 10 over 5: on
+#: the 2-core EPYC the same builds moved 10-30 % between 10-window timings (regnet_y_400mf's
+#: default and xgb builds swapped order, docs/bench/runs/tuning-speed/llvm-znver4/NOTES.md).
+BENCH_WINDOWS = 30
+BENCH_ROUNDS = 10
 # No benchmark reads or adds to this machine's tuning memory unless it names one
 # (memory.path=..., as bench.memory_reuse does): every tune.py it starts inherits this, and
 # the torch.compile backend it runs reads no memory either, so that every method, seed and

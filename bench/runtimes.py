@@ -36,6 +36,8 @@ import tempfile
 from typing import Any
 
 from bench.common import (
+    BENCH_ROUNDS,
+    BENCH_WINDOWS,
     REPO,
     in_repo,
     machine_lines,
@@ -317,9 +319,10 @@ def page(records: list[dict], prov: dict) -> str:
              "tuned network from the work dir's schedules and times it beside PyTorch eager, "
              "torch.compile (inductor), ONNX Runtime (CPUExecutionProvider) and OpenVINO (CPU, "
              "`PERFORMANCE_HINT=LATENCY`), all with the same thread count, on the same float32 "
-             "input (an NCHW image; `bert-tiny`: token embeddings), side by side in alternating rounds (each runtime's median window)."
-             " Every runtime has the same weights: the network as `tune.py` imports it "
-             "(torchvision or built in, weights seeded, batch norm folded); ONNX Runtime and OpenVINO read "
+             "input (an NCHW image; `bert-tiny`: token embeddings), side by side in "
+             "alternating rounds (each runtime's median window). Every runtime has the same "
+             "weights: the network as `tune.py` imports it (torchvision or built in, weights "
+             "seeded, batch norm folded); ONNX Runtime and OpenVINO read "
              "the ONNX file `torch.onnx.export` writes from that module. Records: "
              "`docs/bench/runs/runtimes/<platform>/`.", "",
              "Each cell: median ms (fraction of PyTorch eager's). *OpenVINO default* runs in "
@@ -392,10 +395,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--networks", nargs="+", default=list(NETWORKS))
     p.add_argument("--budgets", nargs="+", type=int, default=[TuneConfig.trials],
                    help=f"trials (default: tune.py's, {TuneConfig.trials})")
-    p.add_argument("--windows", type=int, default=EvaluateConfig.repeat,
-                   help="timing windows per runtime (default: tune.py's)")
+    p.add_argument("--windows", type=int, default=BENCH_WINDOWS,
+                   help="timing windows per runtime (default: bench.common.BENCH_WINDOWS)")
     p.add_argument("--min-window-ms", type=float, default=EvaluateConfig.min_repeat_ms)
-    p.add_argument("--rounds", type=int, default=EvaluateConfig.rounds)
+    p.add_argument("--rounds", type=int, default=BENCH_ROUNDS)
     p.add_argument("--work-root", default=os.path.join(REPO, "work", "runtimes"))
     p.add_argument("--runs-dir", default=RUNS, help="where the records go, per platform")
     p.add_argument("--out", default=OUT, help="page and JSON path, without extension")

@@ -42,7 +42,15 @@ import sys
 import time
 from typing import NamedTuple
 
-from bench.common import REPO, in_repo, provenance, repo_relative, run_command
+from bench.common import (
+    BENCH_ROUNDS,
+    BENCH_WINDOWS,
+    REPO,
+    in_repo,
+    provenance,
+    repo_relative,
+    run_command,
+)
 from bench.common import write_json_atomic as write_record
 from bench.machine_load import LoadMeter
 from bench.tuning_speed_records import FIRST_RUN, read_json, record_path, slug
@@ -331,13 +339,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="no tuning: time the networks whose set of artifacts changed")
     p.add_argument("--retime", action="store_true",
                    help="time every network again, its artifacts changed or not")
-    p.add_argument("--windows", type=int, default=EvaluateConfig.repeat,
-                   help="timing windows per build (default: tune.py's)")
+    p.add_argument("--windows", type=int, default=BENCH_WINDOWS,
+                   help="timing windows per build (default: bench.common.BENCH_WINDOWS)")
     p.add_argument("--min-window-ms", type=float, default=EvaluateConfig.min_repeat_ms)
     p.add_argument("--quiet-wait", type=float, default=10.0,
                    help="minutes to wait, before timing a network, for other processes to "
                         "leave the cores (then timed anyway, marked as under load)")
-    p.add_argument("--rounds", type=int, default=EvaluateConfig.rounds)
+    p.add_argument("--rounds", type=int, default=BENCH_ROUNDS)
     p.add_argument("--work-root", help="work dirs (default work/tuning-speed/<platform>)")
     p.add_argument("--runs-dir", default=RUNS, help="where the records go, per platform")
     p.add_argument("--out", default=OUT, help="page and JSON path, without extension")

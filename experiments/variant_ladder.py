@@ -25,6 +25,8 @@ import os
 
 from bench import tuning_speed
 from bench.common import (
+    BENCH_ROUNDS,
+    BENCH_WINDOWS,
     geomean,
     in_repo,
     machine_lines,
@@ -48,9 +50,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--networks", nargs="+", required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--budgets", type=int, nargs="+", default=[256, 512])
-    p.add_argument("--windows", type=int, default=30)
+    p.add_argument("--windows", type=int, default=BENCH_WINDOWS)
     p.add_argument("--min-window-ms", type=float, default=200.0)
-    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=BENCH_ROUNDS)
     p.add_argument("--quiet-wait", type=float, default=10.0)
     p.add_argument("--out", required=True, help="page prefix (.md and .json); records in "
                                                 "<out>-runs/")
