@@ -12,7 +12,10 @@ temporary directory as ``export.py`` does, compiles it with ``torch.compile(back
 - ``load_unaligned``: the same on a tensor 16 bytes off (what ``torch.from_numpy`` of a
   ``malloc``-ed image usually is; copied by :func:`metatune.deploy._to_tvm`);
 - ``load_torch_clone``: the copy as it was before the fix, ``x.clone()`` in torch;
-- ``backend_unaligned``: ``torch.compile(backend="metatune")`` on the unaligned tensor.
+- ``backend_unaligned``: ``torch.compile(backend="metatune")`` on the unaligned tensor;
+- ``backend_aligned``: the same on the aligned one (the backend's own per-call cost);
+- ``vm_main``: the VM's ``main`` called from Python on a TVM tensor made once (the FFI call
+  alone, what every path above adds its wrapper to).
 
 For each it prints the CPU time each thread of the process spends per call
 (``/proc/self/task/*/schedstat``: a thread that appears only in some paths is work those
@@ -131,6 +134,8 @@ def main() -> None:
         "load_unaligned": torch_call(loaded, unaligned),
         "load_torch_clone": lambda: main_fn(tvm.runtime.from_dlpack(unaligned.clone())),
         "backend_unaligned": torch_call(backend, unaligned),
+        "backend_aligned": torch_call(backend, aligned),
+        "vm_main": lambda: main_fn(inp),
     }
     ref = compiled.run(x)
     for name, call in calls.items():
