@@ -23,6 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: default and xgb builds swapped order, docs/bench/runs/tuning-speed/llvm-znver4/NOTES.md).
 BENCH_WINDOWS = 30
 BENCH_ROUNDS = 10
+
 # No benchmark reads or adds to this machine's tuning memory unless it names one
 # (memory.path=..., as bench.memory_reuse does): every tune.py it starts inherits this, and
 # the torch.compile backend it runs reads no memory either, so that every method, seed and

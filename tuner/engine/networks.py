@@ -46,6 +46,8 @@ class BuiltinNetwork:
 
 
 _ENCODER_INPUT = "token embeddings (float, the word-embedding lookup's output), sequence x hidden"
+#: The encoders' sequence bound: ``EncoderConfig.max_positions`` (position embeddings).
+_ENCODER_MAX_DIMS = ((0, 512),)
 #: Built-in networks: name -> how to build it (torchvision's constructors, or
 #: :mod:`tuner.engine.builtin_models`).
 BUILTIN_NETWORKS: dict[str, BuiltinNetwork] = {
@@ -56,9 +58,9 @@ BUILTIN_NETWORKS: dict[str, BuiltinNetwork] = {
     "mobilenet-v2": BuiltinNetwork("torchvision.models:mobilenet_v2"),
     "convnext-atto": BuiltinNetwork("tuner.engine.builtin_models:convnext_atto"),
     "bert-tiny": BuiltinNetwork("tuner.engine.builtin_models:bert_tiny", (128, 128), (1,),
-                                _ENCODER_INPUT, ((0, 512),)),
+                                _ENCODER_INPUT, _ENCODER_MAX_DIMS),
     "bert-mini": BuiltinNetwork("tuner.engine.builtin_models:bert_mini", (128, 256), (1,),
-                                _ENCODER_INPUT, ((0, 512),)),
+                                _ENCODER_INPUT, _ENCODER_MAX_DIMS),
 }
 
 
