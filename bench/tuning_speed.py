@@ -40,6 +40,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from bench.common import (
@@ -81,26 +82,35 @@ OUT = "docs/bench/tuning-speed"
 
 
 class Rung(NamedTuple):
-    """One step of the ladder: tune ``network`` with ``preset`` and ``seed`` to ``budget``."""
+    """One step of the ladder: tune ``network`` with ``preset`` and ``seed`` to ``budget``.
+
+    ``variant`` is ``None`` for a preset ``tune.py`` knows; for a named variant of the
+    default (a lab A/B, ``experiments/variant_ladder.py``), the ``tune.py`` overrides that
+    make it, and ``preset`` is its name.
+    """
 
     network: str
     preset: str
     seed: int
     budget: int
+    variant: tuple[str, ...] | None = None
 
 
 def plan(networks: list[str], presets: list[str], seeds: list[int],
-         budgets: list[int]) -> list[Rung]:
+         budgets: list[int], variants: Mapping[str, Sequence[str]] | None = None) -> list[Rung]:
     """The ladder's rungs in the order they run: budget-major, then seed, then network,
     the presets' order reversed from one (seed, network) to the next (A B, B A, ...), so
-    that neither preset always tunes first after the other."""
+    that neither preset always tunes first after the other. ``variants`` maps a preset
+    name that is a variant of the default to its ``tune.py`` overrides."""
+    variants = variants or {}
     out, turn = [], 0
     for budget in sorted(set(budgets)):
         for seed in seeds:
             for network in networks:
                 order = presets if turn % 2 == 0 else presets[::-1]
                 turn += 1
-                out += [Rung(network, p, seed, budget) for p in order]
+                out += [Rung(network, p, seed, budget,
+                             tuple(variants[p]) if p in variants else None) for p in order]
     return out
 
 
@@ -129,7 +139,8 @@ def rung_done(record: dict | None, budget: int) -> bool:
 
 
 def check_tune_args(presets: list[str] | tuple[str, ...] = PRESETS,
-                    overrides: list[str] | tuple[str, ...] = ()) -> None:
+                    overrides: list[str] | tuple[str, ...] = (),
+                    variants: Mapping[str, Sequence[str]] | None = None) -> None:
     """Refuse to tune unless every preset's ``tune.py`` arguments (:func:`tune_args`) keep
     the machine's tuning memory out: ``tune.py`` takes every flag of them; those of every
     preset but :data:`FIRST_RUN` hold every flag of :data:`REQUIRED_WHEN_OFFERED` that
@@ -150,7 +161,8 @@ def check_tune_args(presets: list[str] | tuple[str, ...] = PRESETS,
                          "bench/tuning_speed.py's (none, or the work dir's own for "
                          f"{FIRST_RUN}); leave it out")
     work = os.path.join(REPO, "work", "tuning-speed", "check")
-    args = {p: tune_args(Rung("alexnet", p, 0, 1), list(overrides), work) for p in presets}
+    args = {r.preset: tune_args(r, list(overrides), work)
+            for r in plan(["alexnet"], list(presets), [0], [1], variants)}
     for preset, a in args.items():
         unknown = [f for f in a if f.startswith("--") and f not in flags]
         if unknown:
@@ -201,21 +213,16 @@ def _memory_of(arg_lists: list[list[str]]) -> list[tuple[bool, str | None]]:
     return [(bool(e), p) for e, p in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
-#: Named variants of the default for lab A/Bs on whole networks
-#: (``experiments/variant_ladder.py`` adds them): name -> the ``tune.py`` overrides that make it.
-VARIANTS: dict[str, tuple[str, ...]] = {}
-
-
 def tune_args(rung: Rung, overrides: list[str], work: str) -> list[str]:
     """``tune.py``'s arguments besides the network, budget and work dir (``work``): the
-    preset (none for the default, :data:`FIRST_RUN` and :data:`VARIANTS`), a variant's
-    overrides, then ``overrides``, then :data:`TUNE_ARGS`, or for :data:`FIRST_RUN` the work
-    dir's own memory."""
-    plain = ("default", FIRST_RUN, *VARIANTS)
-    preset = [] if rung.preset in plain else [f"preset={rung.preset}"]
+    preset (none for the default, :data:`FIRST_RUN` and a variant), a variant's overrides,
+    then ``overrides``, then :data:`TUNE_ARGS`, or for :data:`FIRST_RUN` the work dir's own
+    memory."""
+    plain = rung.preset in ("default", FIRST_RUN) or rung.variant is not None
+    preset = [] if plain else [f"preset={rung.preset}"]
     memory = ([f"memory.path={memory_dir(work)}"] if rung.preset == FIRST_RUN
               else list(TUNE_ARGS))
-    return [f"seed={rung.seed}", *preset, *VARIANTS.get(rung.preset, ()), *overrides, *memory]
+    return [f"seed={rung.seed}", *preset, *(rung.variant or ()), *overrides, *memory]
 
 
 def export_rung(work: str, budget: int) -> tuple[str, dict, float]:

@@ -44,6 +44,8 @@ BASE = "default"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
+    from tuner.app.config import EvaluateConfig
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--variant", nargs="+", required=True, metavar="NAME=OVERRIDES",
                    help="variants of the default: NAME=space-separated tune.py overrides")
@@ -51,7 +53,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--budgets", type=int, nargs="+", default=[256, 512])
     p.add_argument("--windows", type=int, default=BENCH_WINDOWS)
-    p.add_argument("--min-window-ms", type=float, default=200.0)
+    p.add_argument("--min-window-ms", type=float, default=EvaluateConfig.min_repeat_ms)
     p.add_argument("--rounds", type=int, default=BENCH_ROUNDS)
     p.add_argument("--quiet-wait", type=float, default=10.0)
     p.add_argument("--out", required=True, help="page prefix (.md and .json); records in "
@@ -152,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     if BASE in variants:
         raise SystemExit(f"--variant {BASE}: the baseline is the default itself; name the "
                          "variant otherwise")
-    tuning_speed.VARIANTS.update({n: tuple(o) for n, o in variants.items()})
     out = in_repo(args.out)
     runs = out + "-runs"
     platform = this_platform()
@@ -162,9 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         prov["command"] = (read_json(out + ".json") or {}).get("command", prov["command"])
     presets = [BASE, *variants]
     if not args.report_only:
-        tuning_speed.check_tune_args(presets)
+        tuning_speed.check_tune_args(presets, variants=variants)
         work_root = in_repo(os.path.join("work", "variant-ladder", os.path.basename(out)))
-        rungs = tuning_speed.plan(args.networks, presets, args.seeds, args.budgets)
+        rungs = tuning_speed.plan(args.networks, presets, args.seeds, args.budgets,
+                                  variants)
         tuning_speed.run_ladder(rungs, work_root, runs, platform, [], prov["command"], None)
         time_networks(args.networks, runs, platform,
                       {"windows": args.windows, "min_window_ms": args.min_window_ms,

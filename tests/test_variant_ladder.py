@@ -9,11 +9,14 @@ from bench.common import geomean
 from experiments import variant_ladder as vl
 
 
-def test_a_variant_tunes_as_the_default_plus_its_overrides(monkeypatch):
-    monkeypatch.setattr(ts, "VARIANTS", {"focus": ("first_round_trials=4",)})
-    assert ts.tune_args(ts.Rung("n", "focus", 1, 256), ["x=1"], "w") == [
+def test_a_variant_tunes_as_the_default_plus_its_overrides():
+    focus, default = ts.plan(["n"], ["focus", "default"], [1], [256],
+                             {"focus": ["first_round_trials=4"]})
+    assert focus.variant == ("first_round_trials=4",) and default.variant is None
+    assert ts.tune_args(focus, ["x=1"], "w") == [
         "seed=1", "first_round_trials=4", "x=1", "--no-memory"]
-    assert ts.tune_args(ts.Rung("n", "default", 1, 256), [], "w") == ["seed=1", "--no-memory"]
+    assert ts.tune_args(default, [], "w") == ["seed=1", "--no-memory"]
+    ts.check_tune_args(["default", "focus"], variants={"focus": ["first_round_trials=4"]})
 
 
 def _row(preset: str, seed: int, budget: int, ms: float | None, seconds: float) -> dict:
