@@ -17,6 +17,10 @@ temporary directory as ``export.py`` does, compiles it with ``torch.compile(back
 - ``vm_main``: the VM's ``main`` called from Python on a TVM tensor made once (the FFI call
   alone, what every path above adds its wrapper to).
 
+With ``--profile N`` it first profiles ``N`` calls of ``backend_aligned`` on the calling
+thread's CPU clock (``cProfile`` with ``time.thread_time``: what the Python side of a call
+costs, TorchDynamo's guards included) and prints the functions that took most.
+
 For each it prints the CPU time each thread of the process spends per call
 (``/proc/self/task/*/schedstat``: a thread that appears only in some paths is work those
 paths add) and the wall time of interleaved windows (:func:`tuner.engine.timing.interleaved`).
@@ -60,6 +64,28 @@ def cpu_per_call(call, n: int) -> dict[str, float]:
     return {t: round(ms, 2) for t, ms in busy.items() if ms >= 0.05}
 
 
+def profile_calls(call, n: int, top: int = 15) -> None:
+    """Print the functions that took most of the calling thread's CPU over ``n`` calls
+    (``tottime``, microseconds per call), the call's total first."""
+    import cProfile
+    import pstats
+    import time
+
+    call()
+    prof = cProfile.Profile(time.thread_time)
+    prof.enable()
+    for _ in range(n):
+        call()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    print(f"\nbackend_aligned, this thread's CPU us per call ({n} calls): "
+          f"{stats.total_tt / n * 1e6:.0f} in all")
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]
+    for (file, line, func), (_, ncalls, tottime, _, _) in rows:
+        print(f"  {tottime / n * 1e6:8.1f}  x{ncalls / n:<6.0f} {func} "
+              f"({os.path.basename(file)}:{line})")
+
+
 def offset_input(x, offset: int):
     """``x`` copied into numpy memory whose data starts ``offset`` bytes past 64-byte
     alignment, as a ``torch.from_numpy`` tensor."""
@@ -80,6 +106,8 @@ def main() -> None:
     p.add_argument("--windows", type=int, default=6)
     p.add_argument("--min-window-ms", type=float, default=200)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--profile", type=int, default=0,
+                   help="profile this many backend calls first (0: no profile)")
     args = p.parse_args()
 
     import torch
@@ -142,6 +170,9 @@ def main() -> None:
         out = _flatten(call())[0]
         out = (out if isinstance(out, torch.Tensor) else torch.from_dlpack(out)).numpy()
         print(f"{name}: max |output - tuned build's| = {abs(out - ref).max():.1e}")
+
+    if args.profile:
+        profile_calls(calls["backend_aligned"], args.profile)
 
     print(f"\nCPU ms per call, by thread ({args.calls} calls each, twice, interleaved):")
     tuned_eval, so_eval = evaluator(compiled.vm, args.calls), evaluator(so_vm, args.calls)
