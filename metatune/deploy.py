@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from metatune.errors import MetaTuneError, one_line
+from metatune.tvm_env import set_pool_defaults
 
 #: The artifact's manifest file, its ``format`` and the ``format_version`` read here.
 MANIFEST = "manifest.json"
@@ -205,6 +206,11 @@ def load(path: str | os.PathLike) -> CompiledModule:
         shapes and dtypes, on its device (``model.manifest["device"]``), and returns torch
         tensors (one tensor for one output, else a tuple).
 
+    TVM's thread pool, when this is the first TVM code the process runs and
+    ``TVM_NUM_THREADS`` is unset, gets the target's cores (its ``num-cores``, at most this
+    machine's; :func:`metatune.tvm_env.set_pool_defaults`); TVM's own default is half the
+    hardware threads.
+
     Raises:
         ArtifactError: The directory is not a readable artifact, or TVM cannot load its
             library (e.g. built for another CPU or device).
@@ -215,6 +221,8 @@ def load(path: str | os.PathLike) -> CompiledModule:
     if not os.path.isfile(library):
         raise ArtifactError(f"{path!r}: its library {manifest['library']!r} is missing; "
                             "export the network again")
+    cores = (manifest.get("target_json") or {}).get("num-cores")
+    set_pool_defaults(int(cores) if isinstance(cores, int) and cores > 0 else None)
     import tvm
 
     try:

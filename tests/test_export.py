@@ -236,3 +236,22 @@ def test_export_time_without_an_rpc_server_is_one_line(tuned, tmp_path, capsys):
                            f"127.0.0.1:{free_port()}")
     assert code == 2 and "no RPC tracker answers" in err and not (tmp_path / "t").exists()
     assert err.strip().count("\n") == 0, err
+
+
+def test_metatune_load_sizes_tvm_pool_from_the_target_in_a_fresh_process(tuned, tmp_path):
+    """TVM's own default is half the hardware threads (one on a 2-core machine without
+    SMT): ``metatune.load`` gives the pool the target's cores unless the user set
+    ``TVM_NUM_THREADS``."""
+    from metatune.tvm_env import host_num_cores
+
+    _, artifact = tuned
+    cores = _manifest(artifact)["target_json"]["num-cores"]
+    code = ("import sys, metatune, tvm; metatune.load(sys.argv[1]); "
+            "print(tvm.runtime.num_threads())")
+    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}
+    for extra, want in (({}, min(cores, host_num_cores())), ({"TVM_NUM_THREADS": "1"}, 1)):
+        child = subprocess.run([sys.executable, "-c", code, str(artifact)], cwd=tmp_path,
+                               env={**env, **extra}, capture_output=True, text=True,
+                               timeout=120)
+        assert child.returncode == 0, child.stderr[-2000:]
+        assert int(child.stdout.strip().splitlines()[-1]) == want

@@ -6,11 +6,9 @@ later. Every core is the default here, set before any TVM runtime starts its poo
 :func:`tuner.engine.runtime.configure_tvm_threads` then sets the target's exact count.
 """
 
-import os as _os
+from metatune.tvm_env import set_pool_defaults as _set_pool_defaults
 
-from tuner.engine.targets import host_num_cores as _host_num_cores
-
-_os.environ.setdefault("TVM_NUM_THREADS", str(_host_num_cores()))
+_set_pool_defaults()
 
 # torch.compile(backend="metatune"), registered by name; nothing is imported until it is used.
 from tuner.registration import install as _install_backend  # noqa: E402

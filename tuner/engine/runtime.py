@@ -16,23 +16,12 @@ import logging
 import os
 from typing import Any
 
+from metatune.tvm_env import host_cpus
+
 logger = logging.getLogger(__name__)
 
 #: ``ThreadPool`` mode in which ``n`` threads share every listed CPU (no pinning).
 _SHARE_ALL_CORES = -3
-
-
-def host_cpus() -> list[int]:
-    """The ids of the CPU cores this process may run on (affinity-aware), sorted."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return list(range(os.cpu_count() or 1))
-
-
-def host_num_cores() -> int:
-    """Number of CPU cores this process may run on (affinity-aware)."""
-    return max(1, len(host_cpus()))
 
 
 def tvm_num_threads() -> int:

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 
 from metatune.errors import TargetUnavailableError
-from tuner.engine.runtime import configure_tvm_threads, host_cpus, host_num_cores
+from metatune.tvm_env import host_cpus, host_num_cores
+from tuner.engine.runtime import configure_tvm_threads
 
 __all__ = ["TARGET_CHOICES", "TargetInfo", "host_cpus", "host_num_cores", "is_cross",
            "resolve_target", "runs_here"]
