@@ -72,6 +72,11 @@ def test_a_bf16_record_is_compared_with_openvino_bf16_and_left_out_of_f32(tmp_pa
     assert runtimes.fastest_f32(rec) == "onnxruntime"  # the faster bf16 build is left out
     ok, says = runtimes.verdict(rec)
     assert ok is False and "1.17x OpenVINO default's 3.00 ms" in says
+    rec["latency_windows_ms"] = {"tvm_tuned": [3.5, 2.8], "openvino_default": [3.0, 3.2]}
+    ok, says = runtimes.verdict(rec)  # the verdict stays on the medians
+    assert ok is False and "; fastest windows: tuned 2.80 ms, 0.93x OpenVINO default's" in says
+    del rec["latency_windows_ms"]["openvino_default"]  # a rival without windows: no clause
+    assert "fastest windows" not in runtimes.verdict(rec)[1]
     assert runtimes.record_path("r", "p", "resnet-18", 128, "bf16").endswith(
         "resnet-18-128-bf16.json")
     f32 = _record("resnet-18", tuned=4.0, ort=5.0, ov=6.0)
