@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tuner.app.config import RunnerConfig
@@ -46,3 +48,17 @@ def test_measurement_worker_runs_with_num_cores_threads(restore_threads):
         assert runner.pool.submit(tvm_num_threads).result() == THREADS
     finally:
         runner.pool.shutdown()
+
+
+def test_pool_defaults_take_the_target_cores_capped_by_the_host_and_keep_the_users(
+        monkeypatch):
+    from metatune.tvm_env import set_pool_defaults
+
+    cores = host_num_cores()
+    for asked, want in ((None, cores), (1, 1), (cores + 4, cores)):
+        monkeypatch.delenv("TVM_NUM_THREADS", raising=False)
+        set_pool_defaults(asked)
+        assert os.environ["TVM_NUM_THREADS"] == str(want)
+    monkeypatch.setenv("TVM_NUM_THREADS", "7")  # the user's setting is left alone
+    set_pool_defaults(1)
+    assert os.environ["TVM_NUM_THREADS"] == "7"
