@@ -2,10 +2,11 @@
 
 TVM sizes its CPU thread pool once, when a process first needs it, from
 ``TVM_NUM_THREADS`` (else half the hardware threads on x86: one thread on a 2-core
-machine without SMT), and reads its other settings then too. :func:`set_pool_defaults`
-sets them in ``os.environ`` unless the user has: ``tune.py`` (importing :mod:`tuner`),
-:func:`metatune.load` and the worker processes they start (which inherit the
-environment) all run TVM the same way. No module here imports TVM.
+machine without SMT). :func:`set_pool_defaults` sets that variable in ``os.environ``
+unless the user has: ``tune.py`` (importing :mod:`tuner`), :func:`metatune.load` and the
+worker processes they start (which inherit the environment) all size the pool the same
+way. TVM's other pool settings (``TVM_BIND_THREADS``, ``TVM_THREAD_POOL_SPIN_COUNT``) are
+left as TVM has them (docs/lab/compile/thread-pool.md). This module does not import TVM.
 """
 
 from __future__ import annotations
