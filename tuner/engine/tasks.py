@@ -61,7 +61,8 @@ class Lowering:
             layout-free buffer, so that MetaSchedule's ``RewriteLayout`` postprocessor may
             store it in the layout its schedule reads best (packed once at compile time).
         layout: ``NCHW`` (as imported) or ``NHWC``: 2-D convolutions converted to NHWC
-            data and OHWI weights (``relax.transform.ConvertLayout``); the ops around them
+            data and OHWI weights (``relax.transform.ConvertLayout``, after
+            :func:`~tuner.engine.clip_layout.clip_to_min_max`); the ops around them
             follow, and transposes are inserted at the network's edges. ``tune.py``
             defaults to NHWC (``TuneConfig.layout``); this default, NCHW, is the
             layout the datasets' workloads are generated and collected in.
@@ -93,6 +94,8 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
 
+    from tuner.engine.clip_layout import clip_to_min_max
+
     try:
         dispatch = relax_pipeline.library_dispatch_passes(target)
     except (ValueError, AttributeError):
@@ -100,7 +103,8 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     packing = ([relax.transform.CanonicalizeBindings(),
                 relax.transform.AttachAttrLayoutFreeBuffers(),
                 *packed_weights_fixed(lowering.precision)] if lowering.pack_weights else [])
-    layout = ([relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})]
+    layout = ([clip_to_min_max(),  # ConvertLayout has no rule for clip
+               relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})]
               if lowering.layout == "NHWC" else [])
     return tvm.transform.Sequential(
         [
