@@ -55,6 +55,7 @@ def test_clip_becomes_min_max_and_stays_in_nhwc():
     # the conversion's own transposes (input, two weights, output) and no more
     assert before.count("relax.permute_dims") == 6 and after.count("relax.permute_dims") == 4
     assert _ops(clip_to_min_max()(IntClip)) == ["relax.clip"]  # not a float: left alone
+    assert "relax.clip" in _ops(ConvClipConv)  # the input module is not changed
 
 
 def test_rewritten_network_computes_the_same():

@@ -33,9 +33,8 @@ def _dtype(expr) -> str:
 
 
 def clip_to_min_max():
-    """A module pass: every ``relax.clip(x, lo, hi)`` with constant bounds on a float tensor
+    """A function pass: every ``relax.clip(x, lo, hi)`` with constant bounds on a float tensor
     becomes ``relax.minimum(relax.maximum(x, lo), hi)``; other calls are left as they are."""
-    import tvm
     from tvm import relax
     from tvm.relax.dpl import is_op, rewrite_call, wildcard
 
@@ -51,11 +50,8 @@ def clip_to_min_max():
         return relax.op.minimum(relax.op.maximum(data, relax.const(low, dtype)),
                                 relax.const(high, dtype))
 
-    @tvm.transform.module_pass(opt_level=0, name="ClipToMinMax")
-    def transform(mod, _ctx):
-        for gv, func in list(mod.functions.items()):
-            if isinstance(func, relax.Function):
-                mod[gv] = rewrite_call(pattern, rewrite, func)
-        return mod
+    @relax.transform.function_pass(opt_level=0, name="ClipToMinMax")
+    def transform(func, _mod, _ctx):  # the pass infrastructure copies the module
+        return rewrite_call(pattern, rewrite, func)
 
     return transform
