@@ -21,8 +21,25 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from metatune.tvm_env import host_cpus
 
 _BUSY = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+
+
+@contextmanager
+def busy_core(cpu: int | None) -> Iterator[None]:
+    """Run the block with a busy loop (a second process, this one's priority) pinned to
+    ``cpu``; ``None``: without one."""
+    busy = subprocess.Popen([sys.executable, "-c", _BUSY, str(cpu)]) if cpu is not None else None
+    try:
+        yield
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
 
 
 def main() -> None:
@@ -45,19 +62,13 @@ def main() -> None:
     others = deploy_runtimes(net.torch_module, x, threads, tempfile.mkdtemp(),
                              ("onnxruntime", "openvino_f32"))
     timers = {"tvm": compiled.timer(x), **{n: r.timer for n, r in others.items()}}
-    busy_cpu = max(os.sched_getaffinity(0))
+    busy_cpu = host_cpus()[-1]
     print(f"{report.get('network')}: {args.work_dir}, {threads} threads each; busy loop on "
           f"CPU {busy_cpu}", flush=True)
     for rep in range(args.repeats):
         for slow in (False, True):
-            busy = (subprocess.Popen([sys.executable, "-c", _BUSY, str(busy_cpu)])
-                    if slow else None)
-            try:
+            with busy_core(busy_cpu if slow else None):
                 lat = interleaved(timers, args.windows, args.min_window_ms, args.rounds)
-            finally:
-                if busy is not None:
-                    busy.kill()
-                    busy.wait()
             ms = {n: round(v.median_ms, 3) for n, v in lat.items()}
             best = min(ms[n] for n in others)
             print(f"repeat {rep} {'one core busy' if slow else 'as it is   '}: {ms}; "

@@ -32,12 +32,13 @@ import subprocess
 import sys
 
 from bench.common import geomean, provenance, write_results
+from experiments.slow_core import busy_core
+from metatune.tvm_env import host_cpus, host_num_cores
 
 #: The setting with TVM's own defaults (none of :data:`VARIABLES` set).
 DEFAULT = "default"
 #: The thread-pool variables a setting may set (each unset otherwise).
 VARIABLES = ("TVM_BIND_THREADS", "TVM_THREAD_POOL_SPIN_COUNT")
-_BUSY = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 _TIME = """
 import json, os, sys, tvm
 path = sys.argv[1]
@@ -80,17 +81,13 @@ def time_once(artifact: str, setting: str, busy_cpu: int | None, windows: int,
     ``busy_cpu`` meanwhile unless it is ``None``."""
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env.update(TVM_NUM_THREADS=str(threads), **setting_env(setting))
-    busy = (subprocess.Popen([sys.executable, "-c", _BUSY, str(busy_cpu)])
-            if busy_cpu is not None else None)
     try:
-        done = subprocess.run([sys.executable, "-c", _TIME, artifact, str(windows)], env=env,
-                              capture_output=True, text=True, check=True, timeout=timeout)
+        with busy_core(busy_cpu):
+            done = subprocess.run([sys.executable, "-c", _TIME, artifact, str(windows)],
+                                  env=env, capture_output=True, text=True, check=True,
+                                  timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"median_ms": timeout * 1e3, "threads": threads, "timed_out": True}
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return {"median_ms": statistics.median(out["ms"]), "threads": out["threads"]}
 
@@ -110,7 +107,7 @@ def summarize(runs: list[dict], settings: list[str]) -> list[dict]:
     for condition in sorted({c for _, c in keys}):
         for s in settings:
             ratios = [r["ratio"] for r in rows
-                      if r["condition"] == condition and r["setting"] == s and r["artifact"] != "*"]
+                      if r["condition"] == condition and r["setting"] == s]
             rows.append({"artifact": "*", "condition": condition, "setting": s,
                          "median_ms": None, "ratio": geomean(ratios)})
     return rows
@@ -139,7 +136,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=4)
     p.add_argument("--windows", type=int, default=10)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per process")
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--threads", type=int, default=host_num_cores())
     p.add_argument("--conditions", nargs="+", default=["idle", "busy"],
                    choices=["idle", "busy"])
     p.add_argument("--out", required=True, help="page and JSON path without extension")
@@ -149,7 +146,7 @@ def main() -> None:
     for setting in args.settings:
         setting_env(setting)
 
-    busy_cpu = max(os.sched_getaffinity(0))
+    busy_cpu = host_cpus()[-1]
     prov = provenance("experiments.thread_pool")
     runs = []
     for rep in range(args.repeats):
@@ -164,8 +161,7 @@ def main() -> None:
                     print(json.dumps(runs[-1]), flush=True)
     summary = summarize(runs, args.settings)
     doc = {"title": "TVM's thread-pool settings, idle and with one core busy",
-           "command": prov.get("command", "python -m experiments.thread_pool"),
-           "date": prov.get("date"), "machine": prov.get("machine"),
+           "command": prov["command"], "date": prov["date"], "machine": prov["machine"],
            "windows": args.windows, "runs": runs, "summary": summary}
     write_results(args.out + ".json", args.out + ".md", doc, page(doc))
 
