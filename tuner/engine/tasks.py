@@ -62,8 +62,10 @@ class Lowering:
             store it in the layout its schedule reads best (packed once at compile time).
         layout: ``NCHW`` (as imported) or ``NHWC``: 2-D convolutions converted to NHWC
             data and OHWI weights (``relax.transform.ConvertLayout``, after
-            :func:`~tuner.engine.clip_layout.clip_to_min_max`); the ops around them
-            follow, and transposes are inserted at the network's edges. ``tune.py``
+            :func:`~tuner.engine.clip_layout.clip_to_min_max`; then
+            :func:`~tuner.engine.permute_fold.fold_permutes` cancels its transposes
+            against the network's own); the ops around them follow, and transposes are
+            inserted at the network's edges. ``tune.py``
             defaults to NHWC (``TuneConfig.layout``); this default, NCHW, is the
             layout the datasets' workloads are generated and collected in.
         precision: ``fp32``, or ``bf16``: convolutions and dense layers compute on bf16
@@ -95,6 +97,7 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     from tvm.relax import pipeline as relax_pipeline
 
     from tuner.engine.clip_layout import clip_to_min_max
+    from tuner.engine.permute_fold import fold_permutes
 
     try:
         dispatch = relax_pipeline.library_dispatch_passes(target)
@@ -104,7 +107,8 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
                 relax.transform.AttachAttrLayoutFreeBuffers(),
                 *packed_weights_fixed(lowering.precision)] if lowering.pack_weights else [])
     layout = ([clip_to_min_max(),  # ConvertLayout has no rule for clip
-               relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})]
+               relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]}),
+               fold_permutes()]  # its transposes meet the network's own
               if lowering.layout == "NHWC" else [])
     return tvm.transform.Sequential(
         [
