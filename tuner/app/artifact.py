@@ -28,12 +28,14 @@ FUNCTION = "main"
 
 #: How to run an artifact with ``tvm.runtime`` and numpy only (``d``: its directory). TVM
 #: reads ``TVM_NUM_THREADS`` when it first runs a kernel; unset, it runs half the hardware
-#: threads (one on a 2-core machine), so the snippet gives it the target's cores.
+#: threads (one on a 2-core machine), so the snippet gives it the target's cores, at most
+#: the machine's.
 LOAD_SNIPPET = """\
 import json, os, numpy as np, tvm
 d = "alexnet.metatune"  # the exported directory
 m = json.load(open(f"{d}/manifest.json"))
-os.environ.setdefault("TVM_NUM_THREADS", str(m["target_json"].get("num-cores", os.cpu_count())))
+n = os.cpu_count()
+os.environ.setdefault("TVM_NUM_THREADS", str(min(m["target_json"].get("num-cores", n), n)))
 dev = tvm.device(m["device"], 0)
 vm = tvm.runtime.vm.VirtualMachine(tvm.runtime.load_module(f"{d}/{m['library']}"), dev)
 x = np.random.rand(*m["inputs"][0]["shape"]).astype(m["inputs"][0]["dtype"])
