@@ -101,16 +101,34 @@ def summarize(runs: list[dict], settings: list[str]) -> list[dict]:
         med = {s: statistics.median(r["median_ms"] for r in runs if r["artifact"] == artifact
                                     and r["condition"] == condition and r["setting"] == s)
                for s in settings}
+        late = {s: any(r.get("timed_out") for r in runs if r["artifact"] == artifact
+                       and r["condition"] == condition and r["setting"] == s)
+                for s in settings}
         for s in settings:
             rows.append({"artifact": artifact, "condition": condition, "setting": s,
-                         "median_ms": med[s], "ratio": med[s] / med[DEFAULT]})
+                         "median_ms": med[s], "ratio": med[s] / med[DEFAULT],
+                         "timed_out": late[s], "baseline_timed_out": late[DEFAULT]})
     for condition in sorted({c for _, c in keys}):
         for s in settings:
-            ratios = [r["ratio"] for r in rows
-                      if r["condition"] == condition and r["setting"] == s]
+            mine = [r for r in rows if r["condition"] == condition and r["setting"] == s
+                    and r["artifact"] != "*"]
             rows.append({"artifact": "*", "condition": condition, "setting": s,
-                         "median_ms": None, "ratio": geomean(ratios)})
+                         "median_ms": None, "ratio": geomean([r["ratio"] for r in mine]),
+                         "timed_out": any(r["timed_out"] for r in mine),
+                         "baseline_timed_out": any(r["baseline_timed_out"] for r in mine)})
     return rows
+
+
+def ratio_cell(row: dict) -> str:
+    """A ratio, as a bound where a timed-out process (counted as ``--timeout``) made it one:
+    ``<`` when only the baseline timed out, ``>`` when only this setting did, ``-`` both."""
+    if row.get("timed_out") and row.get("baseline_timed_out"):
+        return "1.000" if row["setting"] == DEFAULT else "- (both timed out)"
+    if row.get("baseline_timed_out"):
+        return f"< {row['ratio']:.3g}"
+    if row.get("timed_out"):
+        return f"> {row['ratio']:.3g}"
+    return f"{row['ratio']:.3f}"
 
 
 def page(doc: dict) -> str:
@@ -118,19 +136,23 @@ def page(doc: dict) -> str:
              f"- date: {doc['date']}", f"- machine: {doc['machine']}", "",
              "Median latency (ms) over the repeats (each a fresh process: median of "
              f"{doc['windows']} windows); ratio to TVM's defaults. `*`: geomean "
-             "over the artifacts.", "",
+             "over the artifacts. A process that did not finish in the time allowed is "
+             "*timed out*: its latency is at least that long, and ratios with it are bounds.",
+             "",
              "| artifact | condition | setting | median ms | / default |",
              "|---|---|---|---|---|"]
     for r in doc["summary"]:
-        ms = "-" if r["median_ms"] is None else f"{r['median_ms']:.3f}"
+        ms = ("-" if r["median_ms"] is None
+              else f"timed out (> {r['median_ms'] / 1e3:.0f} s)" if r.get("timed_out")
+              else f"{r['median_ms']:.3f}")
         lines.append(f"| {r['artifact']} | {r['condition']} | {r['setting']} | {ms} | "
-                     f"{r['ratio']:.3f} |")
+                     f"{ratio_cell(r)} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--artifacts", nargs="+", required=True, help="export.py directories")
+    p.add_argument("--artifacts", nargs="+", help="export.py directories (required to time)")
     p.add_argument("--settings", nargs="+",
                    default=[DEFAULT, "TVM_BIND_THREADS=0"])
     p.add_argument("--repeats", type=int, default=4)
@@ -140,7 +162,18 @@ def main() -> None:
     p.add_argument("--conditions", nargs="+", default=["idle", "busy"],
                    choices=["idle", "busy"])
     p.add_argument("--out", required=True, help="page and JSON path without extension")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite the page and summary from the runs in OUT.json; time nothing")
     args = p.parse_args()
+    if args.report_only:
+        with open(args.out + ".json", encoding="utf-8") as f:
+            doc = json.load(f)
+        settings = list(dict.fromkeys(r["setting"] for r in doc["runs"]))
+        doc["summary"] = summarize(doc["runs"], settings)
+        write_results(args.out + ".json", args.out + ".md", doc, page(doc))
+        return
+    if not args.artifacts:
+        raise SystemExit("--artifacts: name the export.py directories to time")
     if DEFAULT not in args.settings:
         raise SystemExit(f"--settings must hold {DEFAULT!r}, the baseline")
     for setting in args.settings:
