@@ -93,6 +93,16 @@ def ort_runtime(onnx_path: str, x: np.ndarray, threads: int) -> Runtime:
                    int(sess.get_session_options().intra_op_num_threads))
 
 
+def openvino_config(threads: int, precision: str | None = "f32", **extra: Any) -> dict:
+    """The CPU plugin's configuration the benchmarks compile with: ``PERFORMANCE_HINT=LATENCY``,
+    ``threads`` inference threads, ``precision`` as ``INFERENCE_PRECISION_HINT`` (``None``:
+    the plugin's default), and ``extra`` properties (e.g. ``PERF_COUNT=True``)."""
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    return {**config, **extra}
+
+
 def openvino_runtime(onnx_path: str, x: np.ndarray, threads: int,
                      precision: str | None = "f32") -> Runtime:
     """OpenVINO's CPU plugin with ``PERFORMANCE_HINT=LATENCY`` and ``threads`` inference
@@ -108,10 +118,8 @@ def openvino_runtime(onnx_path: str, x: np.ndarray, threads: int,
     import openvino as ov
 
     core = ov.Core()
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
-    if precision is not None:
-        config["INFERENCE_PRECISION_HINT"] = precision
-    compiled = core.compile_model(core.read_model(onnx_path), "CPU", config)
+    compiled = core.compile_model(core.read_model(onnx_path), "CPU",
+                                  openvino_config(threads, precision))
     request = compiled.create_infer_request()
     feed = {0: x}
 

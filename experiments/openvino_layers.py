@@ -25,10 +25,11 @@ def openvino_layers(onnx_path: str, x, threads: int, runs: int) -> list[dict]:
     """Per executed node: ``name``, ``type``, ``exec_type`` and the mean ``ms`` a run."""
     import openvino as ov
 
+    from bench.runtime_timers import openvino_config
+
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(onnx_path), "CPU", {
-        "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads,
-        "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": True})
+    compiled = core.compile_model(core.read_model(onnx_path), "CPU",
+                                  openvino_config(threads, "f32", PERF_COUNT=True))
     request = compiled.create_infer_request()
     for _ in range(5):
         request.infer({0: x})
