@@ -125,7 +125,10 @@ def test_bert_tiny_imports_with_its_own_input_shape_and_transformer_tasks():
     for part in ("fused_matmul", "softmax", "layer_norm", "gelu"):
         assert any(part in n for n in names), part
     dense = [t for t in tasks if t.name.startswith("fused_matmul")]
-    assert max(t.flops for t in dense) == pytest.approx(2 * 128 * 128 * 512, rel=0.01)
+    # the feed-forward layers (128 x 512 x 128); the first has its GELU fused in
+    assert max(t.flops for t in dense if "gelu" not in t.name) == pytest.approx(
+        2 * 128 * 128 * 512, rel=0.01)
+    assert any("gelu" in t.name and t.flops > 2 * 128 * 128 * 512 for t in dense)
     shorter = load_network("bert-tiny", input_shape=(64, 128))
     assert shorter.input_shape == (1, 64, 128)
     assert shorter.reference(shorter.example_input()).shape == (1, 64, 128)

@@ -92,7 +92,7 @@ def _conv2d(bb, call):
         and str(attrs.out_dtype) in ("", "float32", "void")
         and wshape[0] % LANES == 0 and wshape[3] % PAIR == 0 and dshape[3] == wshape[3])
     if not eligible:
-        return _default(bb, call)
+        return default_legalize(bb, call)
     w = bb.emit_te(bf16_ops.pack_conv_weight, weight, primfunc_name_hint="pack_bf16")
     func = bf16_ops.prim_func(
         bf16_ops.conv2d_nhwc, [dshape, _static(w.ty.shape)], [int(s) for s in attrs.strides],
@@ -117,7 +117,7 @@ def _matmul(bb, call):
         and str(call.attrs.out_dtype) in ("", "float32", "void")
         and ashape[-1] == bshape[0] and bshape[0] % PAIR == 0 and bshape[1] % LANES == 0)
     if not eligible:
-        return _default(bb, call)
+        return default_legalize(bb, call)
     rows = 1
     for d in ashape[:-1]:
         rows *= d
@@ -143,22 +143,28 @@ def _call(bb, func, name: str, args: list):
                                                        str(out.dtype)))
 
 
-def _default(bb, call):
+def default_legalize(bb, call):
     """TVM's registered legalization of ``call``."""
     import tvm
 
     return tvm.ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
 
 
-def legalize_map(precision: str) -> dict | None:
-    """``LegalizeOps``' ``customize_legalize_map`` for ``precision`` (``None`` for fp32:
-    TVM's own legalization everywhere). Registers the bf16 intrinsic and its rule."""
+def legalize_map(precision: str) -> dict:
+    """``LegalizeOps``' ``customize_legalize_map`` for ``precision``: float32 exp, erf, tanh
+    and the activations built on them as vector polynomials
+    (:func:`~tuner.engine.fast_math.fast_math_legalize_map`), TVM's own legalization for
+    the rest; for bf16 also the convolutions and dense layers on bf16 inputs (registers
+    the bf16 intrinsic and its rule)."""
+    from tuner.engine.fast_math import fast_math_legalize_map
+
+    rules = fast_math_legalize_map()
     if precision == "fp32":
-        return None
+        return rules
     from tuner.engine.bf16_dot import register
 
     register()
-    return {"relax.nn.conv2d": _conv2d, "relax.matmul": _matmul}
+    return {**rules, "relax.nn.conv2d": _conv2d, "relax.matmul": _matmul}
 
 
 def packed_weights_fixed(precision: str) -> list:

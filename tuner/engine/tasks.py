@@ -96,6 +96,7 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     from tvm import relax
     from tvm.relax import pipeline as relax_pipeline
 
+    from tuner.engine.activation_fusion import activations_before_reshape
     from tuner.engine.clip_layout import clip_to_min_max
     from tuner.engine.permute_fold import fold_permutes
 
@@ -113,6 +114,7 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     return tvm.transform.Sequential(
         [
             *layout,
+            activations_before_reshape(),  # so that they fuse into the matmul before them
             *dispatch,
             relax.transform.LegalizeOps(legalize_map(lowering.precision)),
             relax.transform.AnnotateTIROpPattern(),
