@@ -4,7 +4,8 @@ the reason; a checkpoint that stored one at its off value still loads (the setti
 dropped), one trained with it on is refused (:func:`check_stored`).
 
 The code of every retired option is in commit :data:`LAST_COMMIT` (``git show
-da885ad:<path>``); the measurements are on the pages named here.
+da885ad:<path>``), or the one :data:`RETIRED_AT` names for it; the measurements are on
+the pages named here.
 """
 
 from __future__ import annotations
@@ -43,10 +44,26 @@ RETIRED_KEYS: dict[str, str] = {
     "meta.adapt.meta_sgd": (
         "Meta-SGD's learned step sizes ranked held-out convs no better (pairwise "
         "0.648-0.652 against 0.652-0.657, docs/lab/cost-model/model-accuracy-ablations.md)"),
+    "search_params.refine": (
+        "local refinement around each task's best tuned no better on held-out tasks (1.026x "
+        "the default's best after 128 trials, better in 1 of 6 pairs, "
+        "docs/lab/search/refine-heldout.md; 0.973x on validation tasks, refine-ab.md)"),
     "pretrain.top_weight": (
         "pre-training weighted towards the good candidates ranked worse (pairwise 0.801 "
         "against 0.815 at k = 0, docs/lab/cost-model/top-weight-val-znver4.md)"),
 }
+
+#: Retired keys whose code is in a later commit than :data:`LAST_COMMIT`.
+RETIRED_AT: dict[str, str] = {"search_params.refine": "a80c5f9"}
+
+
+def _retired_key(key: str) -> str | None:
+    """The retired key ``key`` is, or is under (``search_params.refine.enabled``)."""
+    for retired in RETIRED_KEYS:
+        if key == retired or key.startswith(retired + "."):
+            return retired
+    return None
+
 
 #: Adaptation losses retired (``meta.adapt.loss``, ``pretrain.loss``) -> why they went.
 RETIRED_LOSSES: dict[str, str] = {
@@ -64,10 +81,11 @@ RETIRED_HPARAMS: dict[str, Any] = {"zero_shot_weight": 0.0}
 
 def retired_message(key: str | None) -> str | None:
     """Why the configuration key ``key`` (dotted) is refused, if it is a retired one."""
-    if not key or key not in RETIRED_KEYS:
+    retired = _retired_key(key) if key else None
+    if retired is None:
         return None
-    return (f"{key} is retired: {RETIRED_KEYS[key]}; drop it from the configuration "
-            f"(the code is in commit {LAST_COMMIT})")
+    return (f"{key} is retired: {RETIRED_KEYS[retired]}; drop it from the configuration "
+            f"(the code is in commit {RETIRED_AT.get(retired, LAST_COMMIT)})")
 
 
 def loss_message(loss: str) -> str | None:

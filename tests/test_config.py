@@ -117,6 +117,17 @@ def test_a_retired_tune_option_is_refused_as_retired(override, tmp_path):
         load_tune_config(str(old))
 
 
+@pytest.mark.parametrize("override", ["search_params.refine.enabled=true",
+                                      "search_params.refine.candidates=8"])
+def test_a_retired_section_is_refused_with_its_own_commit(override):
+    from metatune.retired import RETIRED_AT
+
+    with pytest.raises(ConfigError, match="search_params.refine.* is retired: .*held-out.*"
+                       + RETIRED_AT["search_params.refine"]) as err:
+        load_tune_config(overrides=[override])
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("override, message", [
     ("meta.zero_shot_weight=1", "meta.zero_shot_weight is retired"),
     ("meta.adapt.context=32", "meta.adapt.context is retired"),

@@ -111,9 +111,6 @@ VARIANTS: tuple[Variant, ...] = (
                                        "search_params.bo.genetic_iters=2",
                                        "search_params.bo.pool_size=2048"),
             "the default with a pool of 2048 (2048 x 2) scored by the model"),
-    Variant("default+refine", LEVER, None, ("search_params.refine.enabled=true",),
-            "the default with local refinement: one-decision neighbours of each task's best, "
-            "screened by the model, up to 4 a round (docs/refine.md)"),
 )
 BY_NAME = {v.name: v for v in VARIANTS}
 BASELINE, DEFAULT = "xgb", "default"

@@ -22,7 +22,6 @@ from tuner.engine.tasks import Lowering
 from tuner.models import COST_MODELS
 from tuner.models.params import MetaTuneModelConfig, XferConfig
 from tuner.search.params import SEARCHES, BOConfig, RLConfig
-from tuner.search.refine_params import RefineConfig
 from tuner.search.zero_shot import PredictConfig
 
 DEFAULT_TUNE_YAML = os.path.join(REPO_ROOT, "configs", "tune.yaml")
@@ -45,13 +44,12 @@ class SearchParams:
     eps_greedy: float = 0.05
     bo: BOConfig = field(default_factory=BOConfig)
     rl: RLConfig = field(default_factory=RLConfig)
-    refine: RefineConfig = field(default_factory=RefineConfig)  # tuner/search/refine.py
 
     def evolutionary(self) -> dict[str, Any]:
-        """The keyword arguments of ``EvolutionarySearch`` (every field but ``bo``, ``rl``
-        and ``refine``)."""
+        """The keyword arguments of ``EvolutionarySearch`` (every field but ``bo`` and
+        ``rl``)."""
         kwargs = asdict(self)
-        del kwargs["bo"], kwargs["rl"], kwargs["refine"]
+        del kwargs["bo"], kwargs["rl"]
         return kwargs
 
 

@@ -31,7 +31,6 @@ from tuner.models.trained import load_model
 from tuner.models.xgb_transfer import XferXGBModel, base_booster
 from tuner.search.bo import BatchBOSearch
 from tuner.search.params import SEARCHES
-from tuner.search.refine import with_refine
 from tuner.search.rl import RLSearch
 
 logger = logging.getLogger(__name__)
@@ -123,26 +122,6 @@ def metatune_checkpoints(m: MetaTuneModelConfig, target=None) -> list:
 
 def make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
                 budget=None, device: str = "auto"):
-    """:func:`_make_search`, with local refinement around each task's best inside when
-    ``params.refine.enabled`` and ``name`` is one of ``params.refine.searches``
-    (:mod:`tuner.search.refine`; same arguments).
-
-    Raises:
-        ConfigError: Unknown name or parameter, or an unknown search in
-            ``params.refine.searches``.
-    """
-    params = params or SearchParams()
-    unknown = sorted(set(params.refine.searches) - set(SEARCHES))
-    if unknown:
-        raise ConfigError(f"search_params.refine.searches: unknown {', '.join(unknown)}: "
-                          f"choose among {', '.join(SEARCHES)}")
-    search = _make_search(name, params, clock=clock, seed=seed, budget=budget, device=device)
-    refine = params.refine.enabled and name in params.refine.searches
-    return with_refine(search, params.refine, seed=seed) if refine else search
-
-
-def _make_search(name: str, params: SearchParams | None = None, *, clock=None, seed: int = 0,
-                 budget=None, device: str = "auto"):
     """A search strategy by name, wrapped to never measure a schedule twice.
 
     Args:

@@ -28,9 +28,15 @@ def _dtype(call) -> str:
         return ""
 
 
+def default_legalize(bb, call):
+    """TVM's registered legalization of ``call``."""
+    import tvm
+
+    return tvm.ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
+
+
 def _float32_only(fast: Callable[[object, object], object]) -> Callable:
     """A legalization that calls ``fast(bb, call)`` on float32 and TVM's own otherwise."""
-    from tuner.engine.precision import default_legalize
 
     def legalize(bb, call):
         return fast(bb, call) if _dtype(call) == FLOAT32 else default_legalize(bb, call)

@@ -20,6 +20,7 @@ intrinsic is f32 arithmetic plus conversions (``experiments/precision_probe.py``
 from __future__ import annotations
 
 from metatune.errors import ConfigError
+from tuner.engine.fast_math import default_legalize, fast_math_legalize_map
 
 #: The precisions a network can be tuned in.
 PRECISIONS = ("fp32", "bf16")
@@ -143,21 +144,12 @@ def _call(bb, func, name: str, args: list):
                                                        str(out.dtype)))
 
 
-def default_legalize(bb, call):
-    """TVM's registered legalization of ``call``."""
-    import tvm
-
-    return tvm.ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
-
-
 def legalize_map(precision: str) -> dict:
     """``LegalizeOps``' ``customize_legalize_map`` for ``precision``: float32 exp, erf, tanh
     and the activations built on them as vector polynomials
     (:func:`~tuner.engine.fast_math.fast_math_legalize_map`), TVM's own legalization for
     the rest; for bf16 also the convolutions and dense layers on bf16 inputs (registers
     the bf16 intrinsic and its rule)."""
-    from tuner.engine.fast_math import fast_math_legalize_map
-
     rules = fast_math_legalize_map()
     if precision == "fp32":
         return rules
