@@ -8,6 +8,7 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
+from tests.relax_ops import relax_ops
 from tuner.engine.activation_fusion import activations_before_reshape
 from tuner.engine.tasks import Lowering, extract_tasks
 
@@ -35,19 +36,11 @@ class Mlp:
         return h
 
 
-def _ops(mod) -> list[str]:
-    ops: list[str] = []
-    relax.analysis.post_order_visit(
-        mod["main"], lambda e: ops.append(e.op.name)
-        if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) else None)
-    return ops
-
-
 def test_gelu_moves_above_the_reshape_and_the_reshapes_cancel():
-    ops = _ops(activations_before_reshape()(Mlp))
+    ops = relax_ops(activations_before_reshape()(Mlp))
     assert ops.index("relax.nn.gelu") == ops.index("relax.add") + 1, ops
     assert ops.count("relax.reshape") == 2, ops  # the input's and the output's
-    assert _ops(Mlp).count("relax.reshape") == 4  # the input module is not changed
+    assert relax_ops(Mlp).count("relax.reshape") == 4  # the input module is not changed
 
 
 def test_gelu_fuses_into_the_matmul_and_computes_the_same():

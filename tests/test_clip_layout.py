@@ -8,6 +8,7 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
+from tests.relax_ops import relax_ops
 from tuner.engine.clip_layout import clip_to_min_max
 from tuner.engine.tasks import Lowering, extract_tasks
 
@@ -37,25 +38,16 @@ class IntClip:
         return y
 
 
-def _ops(mod) -> list[str]:
-    """The Relax operators ``main`` calls, in order."""
-    ops: list[str] = []
-    relax.analysis.post_order_visit(
-        mod["main"], lambda e: ops.append(e.op.name)
-        if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) else None)
-    return ops
-
-
 def test_clip_becomes_min_max_and_stays_in_nhwc():
-    before = _ops(relax.transform.ConvertLayout(NHWC)(ConvClipConv))
+    before = relax_ops(relax.transform.ConvertLayout(NHWC)(ConvClipConv))
     rewritten = clip_to_min_max()(ConvClipConv)
-    after = _ops(relax.transform.ConvertLayout(NHWC)(rewritten))
+    after = relax_ops(relax.transform.ConvertLayout(NHWC)(rewritten))
     assert "relax.clip" in before and "relax.clip" not in after
     assert {"relax.maximum", "relax.minimum"} <= set(after)
     # the conversion's own transposes (input, two weights, output) and no more
     assert before.count("relax.permute_dims") == 6 and after.count("relax.permute_dims") == 4
-    assert _ops(clip_to_min_max()(IntClip)) == ["relax.clip"]  # not a float: left alone
-    assert "relax.clip" in _ops(ConvClipConv)  # the input module is not changed
+    assert relax_ops(clip_to_min_max()(IntClip)) == ["relax.clip"]  # not a float: left alone
+    assert "relax.clip" in relax_ops(ConvClipConv)  # the input module is not changed
 
 
 def test_rewritten_network_computes_the_same():

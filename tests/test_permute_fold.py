@@ -9,6 +9,7 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
+from tests.relax_ops import relax_ops
 from tuner.engine.permute_fold import compose, fold_permutes, inverse
 from tuner.engine.tasks import Lowering, extract_tasks
 
@@ -53,15 +54,6 @@ def _bound():
     return relax.transform.BindParams("main", params)(ConvNeXtBlock)
 
 
-def _ops(mod) -> list[str]:
-    """The Relax operators ``main`` calls, in order."""
-    ops: list[str] = []
-    relax.analysis.post_order_visit(
-        mod["main"], lambda e: ops.append(e.op.name)
-        if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) else None)
-    return ops
-
-
 def _converted(fold: bool):
     mod = relax.transform.ConvertLayout(NHWC)(_bound())
     return relax.transform.FoldConstant()(fold_permutes()(mod) if fold else mod)
@@ -77,16 +69,16 @@ def test_compose_and_inverse(axes):
 
 
 def test_only_the_edges_keep_their_transposes():
-    before, after = _ops(_converted(False)), _ops(_converted(True))
-    before_fold = _ops(relax.transform.ConvertLayout(NHWC)(_bound())).count("relax.permute_dims")
+    before, after = relax_ops(_converted(False)), relax_ops(_converted(True))
+    converted = relax.transform.ConvertLayout(NHWC)(_bound())
+    before_fold = relax_ops(converted).count("relax.permute_dims")
     # weights are folded either way; the conversion leaves data transposes in the middle
     assert before.count("relax.permute_dims") >= 4
     # left: the input into NHWC and the output back to NCHW
     assert after.count("relax.permute_dims") == 2, after
     assert after[0] == "relax.permute_dims" and after[-1] == "relax.permute_dims"
-    converted = relax.transform.ConvertLayout(NHWC)(_bound())
     fold_permutes()(converted)
-    assert _ops(converted).count("relax.permute_dims") == before_fold  # input not changed
+    assert relax_ops(converted).count("relax.permute_dims") == before_fold  # input not changed
 
 
 def test_folded_block_computes_the_same():
@@ -110,7 +102,7 @@ def test_non_commuting_operands_are_left_alone():
                 R.output(z)
             return z
 
-    assert _ops(fold_permutes()(Mixed)) == ["relax.permute_dims", "relax.subtract"]
+    assert relax_ops(fold_permutes()(Mixed)) == ["relax.permute_dims", "relax.subtract"]
 
 
 def test_nhwc_tasks_of_the_block_have_no_transpose_inside():

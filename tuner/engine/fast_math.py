@@ -2,10 +2,10 @@
 
 TVM 0.27's LLVM code generator lowers ``T.exp`` and ``T.erf`` on float32 to the C library's
 ``expf`` and ``erff`` (``T.tanh`` goes through ``expf``): a call per element, so the loops
-around them are not vectorized. GELU (``erf``), softmax (``exp``), sigmoid and SiLU (``exp``) and tanh paid it
-in every network that has them: in convnext-atto tuned for 128 trials on the 2-core EPYC its
-four GELU kernels took 5.19 of the network's 13.34 ms (a 500k-element GELU 1.25 ms a call),
-where OpenVINO fuses GELU into its matmuls (docs/lab/compile/README.md).
+around them are not vectorized. GELU (``erf``), softmax, sigmoid and SiLU (``exp``) and
+tanh paid it in every network that has them: in convnext-atto tuned for 128 trials on the
+2-core EPYC its four GELU kernels took 5.19 of the network's 13.34 ms (a 500k-element GELU
+1.25 ms a call), where OpenVINO fuses GELU into its matmuls (docs/lab/compile/README.md).
 :func:`fast_math_legalize_map` legalizes those Relax operators on float32 with TOPI's
 ``fast_exp``, ``fast_erf`` and ``fast_tanh`` (polynomials, vectorized like any arithmetic;
 outputs within a few float32 ulps of the exact functions, tested against them); other
