@@ -27,9 +27,11 @@ element cap (8 Mi input elements) does for the softmax and LayerNorm.
 
 The dense shapes carry sequences of tokens, which the classic ``dense`` kind (a classifier at
 batch 1-16) does not: a BERT's and a ConvNeXt's heaviest tasks are these. ``torch.export``
-leaves a reshape between a linear layer and its GELU, so the networks imported from PyTorch
-hold the GELU as a task of its own; ``bias_gelu`` is the fused form other importers (ONNX)
-and hand-written graphs give.
+leaves a reshape between a linear layer and its GELU; the tuner's fusion moves the GELU above
+it (:mod:`tuner.engine.activation_fusion`, since 2026-12-07), so networks imported from
+PyTorch now hold ``bias_gelu``, the fused form other importers (ONNX) give. The GELU in the
+splits collected before then is TVM's ``erff`` call per element, not today's polynomial
+(:mod:`tuner.engine.fast_math`).
 """
 
 from __future__ import annotations
