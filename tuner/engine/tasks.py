@@ -86,7 +86,11 @@ def fuse_pipeline(target, lowering: Lowering = Lowering()):
     """The passes that turn a network into the fused TIR functions MetaSchedule tunes.
 
     Extraction and the final compile (:func:`tuner.engine.evaluate.compile_network`) both run
-    exactly these passes, so the database keys of the tuned functions match.
+    exactly these passes, so the database keys of the tuned functions match. Before
+    ``FuseOps``: the NHWC conversion (``lowering.layout``), activations, scales and residual
+    adds moved above the reshapes after ``nn.Linear``
+    (:func:`~tuner.engine.activation_fusion.activations_before_reshape`), and legalization
+    with float32 exp/erf/tanh as vector polynomials (:mod:`tuner.engine.fast_math`).
 
     Args:
         target: The ``tvm.target.Target``.
