@@ -20,6 +20,8 @@ fuse into the matmul as well.
 
 from __future__ import annotations
 
+from tuner.engine.relax_rewrite import any_op, fixpoint_pass, static_shape
+
 #: Relax operators that act on each element of their one tensor argument alone
 UNARY = ("relax.nn.gelu", "relax.nn.gelu_tanh", "relax.nn.silu", "relax.nn.relu",
          "relax.sigmoid", "relax.tanh", "relax.exp", "relax.erf")
@@ -27,14 +29,6 @@ MAX_ROUNDS = 32  # each round moves every op one reshape up; a network needs a f
 #: Binary elementwise operators (with broadcasting)
 BINARY = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide",
           "relax.maximum", "relax.minimum")
-
-
-def _shape(expr) -> list[int] | None:
-    """A tensor expression's static shape, ``None`` where it is not known or not static."""
-    try:
-        return [int(d) for d in expr.ty.shape]  # the struct info (``ty`` in TVM 0.27)
-    except (AttributeError, TypeError, ValueError):
-        return None
 
 
 def moved_operand_shape(before: list[int], after: list[int], other: list[int]
@@ -71,18 +65,13 @@ def activations_before_reshape():
     ``reshape(op(x, y'), shape)`` where :func:`moved_operand_shape` allows it, then
     redundant reshapes are removed. Computes the same."""
     import tvm
-    import tvm_ffi
     from tvm import relax
-    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+    from tvm.relax.dpl import is_op, wildcard
 
     x, shape, other = wildcard(), wildcard(), wildcard()
     reshape = is_op("relax.reshape")(x, shape)
-    unary = is_op(UNARY[0])(reshape)
-    for name in UNARY[1:]:
-        unary = unary | is_op(name)(reshape)
-    left, right = is_op(BINARY[0])(reshape, other), is_op(BINARY[0])(other, reshape)
-    for name in BINARY[1:]:
-        left, right = left | is_op(name)(reshape, other), right | is_op(name)(other, reshape)
+    unary = any_op(UNARY, reshape)
+    left, right = any_op(BINARY, reshape, other), any_op(BINARY, other, reshape)
 
     def move_unary(expr, matches):
         moved = relax.Call(expr.op, [matches[x]], expr.attrs)
@@ -91,11 +80,11 @@ def activations_before_reshape():
     def move_binary(reshaped_first: bool):
         def rewrite(expr, matches):
             data, operand = matches[x], matches[other]
-            before, after = _shape(data), _shape(expr)
-            theirs = _shape(operand)
+            before, after = static_shape(data), static_shape(expr)
+            theirs = static_shape(operand)
             if before is None or after is None or theirs is None:
                 return expr
-            if _shape(matches[reshape]) != after:  # the reshaped operand is broadcast
+            if static_shape(matches[reshape]) != after:  # the reshaped operand is broadcast
                 return expr
             target = moved_operand_shape(before, after, theirs)
             if target is None:
@@ -108,16 +97,6 @@ def activations_before_reshape():
         return rewrite
 
     rules = [(unary, move_unary), (left, move_binary(True)), (right, move_binary(False))]
-
-    @relax.transform.function_pass(opt_level=0, name="ActivationsBeforeReshape")
-    def move(func, _mod, _ctx):  # the pass infrastructure copies the module
-        for _ in range(MAX_ROUNDS):
-            before = func
-            for pattern, rewrite in rules:
-                func = rewrite_call(pattern, rewrite, func)
-            if tvm_ffi.structural_equal(before, func):
-                break
-        return func
-
+    move = fixpoint_pass("ActivationsBeforeReshape", rules, MAX_ROUNDS)
     return tvm.transform.Sequential([move, relax.transform.RemoveRedundantReshape()],
                                     name="ActivationsBeforeReshapeFused")

@@ -13,6 +13,8 @@ conversion; ``FuseOps`` then fuses them into the convolution before them.
 
 from __future__ import annotations
 
+from tuner.engine.relax_rewrite import dtype
+
 
 def _bound(value) -> float | None:
     """A clip bound as a float (an immediate, or a value wrapping one), ``None`` when it is
@@ -22,14 +24,6 @@ def _bound(value) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
     return None
-
-
-def _dtype(expr) -> str:
-    """The tensor dtype of a Relax expression, ``""`` where it is not known yet."""
-    try:
-        return str(expr.ty.dtype)
-    except Exception:  # no type inferred yet, or not a tensor; TVM raises its own errors
-        return ""
 
 
 def clip_to_min_max():
@@ -43,12 +37,12 @@ def clip_to_min_max():
 
     def rewrite(expr, matches):
         data = matches[x]
-        dtype = _dtype(expr) or _dtype(data)
+        kind = dtype(expr) or dtype(data)
         low, high = _bound(matches[lo]), _bound(matches[hi])
-        if low is None or high is None or not str(dtype).startswith(("float", "bfloat")):
+        if low is None or high is None or not kind.startswith(("float", "bfloat")):
             return expr
-        return relax.op.minimum(relax.op.maximum(data, relax.const(low, dtype)),
-                                relax.const(high, dtype))
+        return relax.op.minimum(relax.op.maximum(data, relax.const(low, kind)),
+                                relax.const(high, kind))
 
     @relax.transform.function_pass(opt_level=0, name="ClipToMinMax")
     def transform(func, _mod, _ctx):  # the pass infrastructure copies the module

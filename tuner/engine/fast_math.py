@@ -17,15 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from tuner.engine.relax_rewrite import dtype
+
 FLOAT32 = "float32"
-
-
-def _dtype(call) -> str:
-    """The dtype of a call's first argument, ``""`` where it is not known."""
-    try:
-        return str(call.args[0].ty.dtype)  # the struct info (``ty`` in TVM 0.27)
-    except AttributeError:
-        return ""
 
 
 def default_legalize(bb, call):
@@ -39,7 +33,7 @@ def _float32_only(fast: Callable[[object, object], object]) -> Callable:
     """A legalization that calls ``fast(bb, call)`` on float32 and TVM's own otherwise."""
 
     def legalize(bb, call):
-        return fast(bb, call) if _dtype(call) == FLOAT32 else default_legalize(bb, call)
+        return fast(bb, call) if dtype(call.args[0]) == FLOAT32 else default_legalize(bb, call)
 
     return legalize
 

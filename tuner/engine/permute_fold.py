@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.engine.relax_rewrite import any_op, fixpoint_pass, ndim, static_shape
+
 # binary elementwise operators a transpose of both operands commutes with
 ELEMENTWISE = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide",
                "relax.maximum", "relax.minimum", "relax.power")
@@ -29,21 +31,8 @@ def _axes(call) -> list[int] | None:
     axes = call.attrs.axes
     if axes is not None:
         return [int(a) for a in axes]
-    ndim = _ndim(call.args[0])
-    return None if ndim < 0 else list(reversed(range(ndim)))
-
-
-def _ndim(expr) -> int:
-    """The rank of a tensor expression, -1 where it is not known."""
-    try:
-        return int(expr.ty.ndim)  # the struct info (``ty`` in TVM 0.27)
-    except (AttributeError, TypeError, ValueError):
-        return -1
-
-
-def _shape(expr) -> list[int]:
-    """The static shape of a tensor expression (a constant's)."""
-    return [int(d) for d in expr.ty.shape]
+    rank = ndim(call.args[0])
+    return None if rank < 0 else list(reversed(range(rank)))
 
 
 def compose(first: Sequence[int], second: Sequence[int]) -> list[int]:
@@ -62,18 +51,16 @@ def inverse(axes: Sequence[int]) -> list[int]:
 def fold_permutes():
     """A function pass: transposes below elementwise ops, consecutive ones merged, the
     identity dropped. Other calls are left as they are; the result computes the same."""
-    import tvm_ffi
     from tvm import relax
-    from tvm.relax.dpl import is_const, is_op, rewrite_call, wildcard
+    from tvm.relax.dpl import is_const, is_op, wildcard
 
     x, xa, xb = wildcard(), wildcard(), wildcard()
     permute = is_op("relax.permute_dims")(x)
     double = is_op("relax.permute_dims")(permute)
     pa, pb = is_op("relax.permute_dims")(xa), is_op("relax.permute_dims")(xb)
     const = is_const()
-    both, right_const, left_const = (_any_op(is_op, ELEMENTWISE, pa, pb),
-                                     _any_op(is_op, ELEMENTWISE, pa, const),
-                                     _any_op(is_op, ELEMENTWISE, const, pa))
+    both = any_op(ELEMENTWISE, pa, pb)
+    right_const, left_const = any_op(ELEMENTWISE, pa, const), any_op(ELEMENTWISE, const, pa)
 
     def merge(expr, matches):
         first, second = _axes(matches[permute]), _axes(expr)
@@ -90,9 +77,9 @@ def fold_permutes():
 
     def sink_both(expr, matches):
         first, second = matches[pa], matches[pb]
-        axes, ndim = _axes(first), _ndim(expr)
-        if (axes is None or axes != _axes(second) or ndim < 0
-                or _ndim(first) != ndim or _ndim(second) != ndim):
+        axes, rank_out = _axes(first), ndim(expr)
+        if (axes is None or axes != _axes(second) or rank_out < 0
+                or ndim(first) != rank_out or ndim(second) != rank_out):
             return expr
         return relax.op.permute_dims(
             relax.Call(expr.op, [matches[xa], matches[xb]], expr.attrs), axes)
@@ -100,11 +87,12 @@ def fold_permutes():
     def sink_const(constant_first: bool):
         def rewrite(expr, matches):
             moved, constant = matches[pa], matches[const]
-            axes, ndim, rank = _axes(moved), _ndim(expr), _ndim(constant)
-            if axes is None or ndim < 0 or _ndim(moved) != ndim or not 0 <= rank <= ndim:
+            axes, rank_out, rank = _axes(moved), ndim(expr), ndim(constant)
+            if (axes is None or rank_out < 0 or ndim(moved) != rank_out
+                    or not 0 <= rank <= rank_out):
                 return expr
             if rank > 0:  # broadcast to the full rank, then to the layout before the transpose
-                shape = [1] * (ndim - rank) + _shape(constant)
+                shape = [1] * (rank_out - rank) + static_shape(constant)
                 constant = relax.op.permute_dims(relax.op.reshape(constant, shape),
                                                  inverse(axes))
             args = [constant, matches[xa]] if constant_first else [matches[xa], constant]
@@ -114,23 +102,4 @@ def fold_permutes():
 
     rules = [(both, sink_both), (right_const, sink_const(False)),
              (left_const, sink_const(True)), (double, merge), (permute, identity)]
-
-    @relax.transform.function_pass(opt_level=0, name="FoldPermutes")
-    def transform(func, _mod, _ctx):  # the pass infrastructure copies the module
-        for _ in range(MAX_ROUNDS):
-            before = func
-            for pattern, rewrite in rules:
-                func = rewrite_call(pattern, rewrite, func)
-            if tvm_ffi.structural_equal(before, func):
-                break
-        return func
-
-    return transform
-
-
-def _any_op(is_op, names: Sequence[str], lhs, rhs):
-    """A pattern matching a call of any of ``names`` on (``lhs``, ``rhs``)."""
-    pattern = is_op(names[0])(lhs, rhs)
-    for name in names[1:]:
-        pattern = pattern | is_op(name)(lhs, rhs)
-    return pattern
+    return fixpoint_pass("FoldPermutes", rules, MAX_ROUNDS)
